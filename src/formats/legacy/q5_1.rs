@@ -1,0 +1,16 @@
+//! Q5_1 (ggml id 7): 32 values in 24 bytes.
+
+use crate::formats::field::Field;
+
+/// Elements per block.
+pub const ELEMS: usize = 32;
+/// Bytes per block.
+pub const BYTES: usize = 24;
+/// Block layout.
+pub const FIELDS: &[Field] = &[];
+
+/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
+pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
+    let _ = src;
+    dst.fill(f32::NAN);
+}

