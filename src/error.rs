@@ -66,4 +66,20 @@ pub enum Error {
         /// Why it cannot be written.
         reason: String,
     },
+    /// A decoder returned a different number of bytes than the output expects.
+    #[error("decoded {got} bytes where {expected} were expected")]
+    DecodedSize {
+        /// Bytes expected.
+        expected: usize,
+        /// Bytes produced.
+        got: usize,
+    },
+    /// A host allocation failed.
+    #[error("out of host memory allocating {bytes} bytes for {what}")]
+    OutOfMemory {
+        /// Bytes requested.
+        bytes: usize,
+        /// What they were for.
+        what: String,
+    },
 }

@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 pub mod cpu;
+pub mod dequant;
 pub mod dtype;
 pub mod error;
 pub mod formats;

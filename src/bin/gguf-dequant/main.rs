@@ -1,1 +1,88 @@
-fn main() {}
+//! The `gguf-dequant` command: a thin layer over the `gguf_dequant` library.
+
+mod args;
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::Parser;
+use gguf_dequant::{dequant, inspect, GgufFile};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(io::stderr(), "error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Inspect { file, json } => {
+            let file = GgufFile::open(&file)?;
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            if json {
+                serde_json::to_writer_pretty(&mut out, &inspect::to_json(&file))?;
+                writeln!(out)?;
+            } else {
+                inspect::write_text(&file, &mut out)?;
+            }
+            out.flush()?;
+        }
+        Command::Dequant {
+            file,
+            tensors,
+            out,
+            dtype,
+            backend: _,
+            quiet,
+        } => {
+            let file = GgufFile::open(&file)?;
+            let selected = dequant::select(&file, &tensors)?;
+            let total: u64 = selected.iter().map(|t| t.n_bytes).sum();
+            let bar = progress_bar(total, quiet);
+            let start = Instant::now();
+            let summary = dequant::dequant_file(&file, &tensors, &out, dtype, &|n| bar.inc(n))?;
+            bar.finish_and_clear();
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "wrote {} ({} tensors, {} values as {dtype}) in {secs:.2} s, {:.2} GB/s of quantised input",
+                out.display(),
+                summary.tensors,
+                summary.values,
+                summary.bytes_read as f64 / secs / 1e9,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A byte-count progress bar on stderr, drawn only when stderr is a terminal and not `--quiet`.
+fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
