@@ -54,6 +54,7 @@ def main():
         name = key.upper()
         out.append(f"/// {doc}")
         out.append(f"/// ggml `{key}`, {len(vals)} entries.")
+        out.append("#[rustfmt::skip]")
         out.append(f"pub const {name}: [{ty}; {len(vals)}] = [")
         for i in range(0, len(vals), per_line):
             chunk = vals[i:i + per_line]
