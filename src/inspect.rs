@@ -127,12 +127,17 @@ pub fn write_text(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
         .map(|(k, _)| k.chars().count())
         .max()
         .unwrap_or(0);
-    for (k, v) in file.metadata() {
-        let ty = match v {
+    let types: Vec<String> = file
+        .metadata()
+        .iter()
+        .map(|(_, v)| match v {
             Value::Array(a) => format!("[{}; {}]", a.value_type(), a.len()),
             other => other.value_type().name().to_owned(),
-        };
-        writeln!(out, "  {k:<key_w$}  {ty:<6}  {}", value_text(v))?;
+        })
+        .collect();
+    let type_w = types.iter().map(|t| t.chars().count()).max().unwrap_or(0);
+    for ((k, v), ty) in file.metadata().iter().zip(&types) {
+        writeln!(out, "  {k:<key_w$}  {ty:<type_w$}  {}", value_text(v))?;
     }
 
     writeln!(out)?;

@@ -79,7 +79,12 @@ fn every_format_every_rank_round_trips() {
                 w.alignment(alignment);
             }
             for e in &expect {
-                w.tensor(e.name.as_str(), e.dims.clone(), e.format, e.bytes.as_slice());
+                w.tensor(
+                    e.name.as_str(),
+                    e.dims.clone(),
+                    e.format,
+                    e.bytes.as_slice(),
+                );
             }
             let bytes = w.to_bytes();
             let h = parse(&bytes).unwrap_or_else(|e| panic!("v{version} align {alignment}: {e}"));
@@ -114,7 +119,10 @@ fn open_maps_and_slices_tensor_data() {
     assert_eq!(file.alignment(), 64);
     assert_eq!(file.data_offset() % 64, 0);
     assert_eq!(file.header().tensors.len(), expect.len());
-    assert_eq!(file.get("general.architecture").and_then(Value::as_str), Some("test"));
+    assert_eq!(
+        file.get("general.architecture").and_then(Value::as_str),
+        Some("test")
+    );
     assert_eq!(file.get("general.alignment"), Some(&Value::U32(64)));
     assert!(file.get("missing").is_none());
     check_tensors(file.header(), &expect, |t| file.tensor_data(t).to_vec());
@@ -168,12 +176,18 @@ fn every_value() -> Vec<(String, Value)> {
         ("a.u16".into(), Value::Array(Array::U16(vec![1, 65535]))),
         ("a.i16".into(), Value::Array(Array::I16(vec![-3, 4]))),
         ("a.u32".into(), Value::Array(Array::U32(vec![5, 6, 7]))),
-        ("a.i32".into(), Value::Array(Array::I32((-100..100).collect()))),
+        (
+            "a.i32".into(),
+            Value::Array(Array::I32((-100..100).collect())),
+        ),
         ("a.u64".into(), Value::Array(Array::U64(vec![u64::MAX]))),
         ("a.i64".into(), Value::Array(Array::I64(vec![i64::MAX, 0]))),
         ("a.f32".into(), Value::Array(Array::F32(vec![0.5, -0.0]))),
         ("a.f64".into(), Value::Array(Array::F64(vec![1e300]))),
-        ("a.bool".into(), Value::Array(Array::Bool(vec![true, false, true]))),
+        (
+            "a.bool".into(),
+            Value::Array(Array::Bool(vec![true, false, true])),
+        ),
         (
             "a.string".into(),
             Value::Array(Array::String(vec!["".into(), "tok".into(), non_utf8])),
@@ -209,7 +223,10 @@ fn every_metadata_type_round_trips() {
         let h = parse(&w.to_bytes()).unwrap();
         assert_eq!(h.metadata, values);
         assert_eq!(h.get("v.str").and_then(Value::as_str), Some("héllo"));
-        let s = h.get("v.str.non_utf8").and_then(Value::as_gguf_string).unwrap();
+        let s = h
+            .get("v.str.non_utf8")
+            .and_then(Value::as_gguf_string)
+            .unwrap();
         assert_eq!(s.as_bytes(), &[0xE2, 0x96, b'x', 0xFF]);
         assert!(s.as_str().is_none());
         assert_eq!(s.to_string_lossy(), "\u{FFFD}x\u{FFFD}");
@@ -228,7 +245,10 @@ fn value_type_names_and_ids() {
     let names: Vec<&str> = ValueType::ALL.iter().map(|t| t.name()).collect();
     assert_eq!(
         names,
-        ["u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"]
+        [
+            "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64",
+            "f64"
+        ]
     );
     for (i, t) in ValueType::ALL.iter().enumerate() {
         assert_eq!(t.id(), i as u32);
@@ -251,8 +271,12 @@ fn empty_file_and_header_only() {
 #[test]
 fn writer_pads_with_zeros_and_computes_offsets() {
     let mut w = GgufWriter::new();
-    w.tensor("a", vec![3], Format::I8, vec![1u8, 2, 3])
-        .tensor("b", vec![1], Format::F32, vec![9u8; 4]);
+    w.tensor("a", vec![3], Format::I8, vec![1u8, 2, 3]).tensor(
+        "b",
+        vec![1],
+        Format::F32,
+        vec![9u8; 4],
+    );
     let bytes = w.to_bytes();
     let h = parse(&bytes).unwrap();
     assert_eq!(h.tensors[0].offset, 0);
@@ -284,7 +308,10 @@ fn open_reports_io_and_gguf_errors_with_the_path() {
     }
     let empty = dir.path().join("empty.gguf");
     std::fs::write(&empty, b"").unwrap();
-    assert!(matches!(GgufFile::open(&empty), Err(Error::Gguf { .. }) | Err(Error::Io { .. })));
+    assert!(matches!(
+        GgufFile::open(&empty),
+        Err(Error::Gguf { .. }) | Err(Error::Io { .. })
+    ));
 }
 
 #[test]
