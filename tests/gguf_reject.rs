@@ -42,7 +42,7 @@ impl Raw {
     }
     /// Zero padding to `align`, then `n` data bytes.
     fn data(&mut self, align: usize, n: usize) -> &mut Self {
-        while self.0.len() % align != 0 {
+        while !self.0.len().is_multiple_of(align) {
             self.0.push(0);
         }
         self.0.resize(self.0.len() + n, 0xAB);
