@@ -1,1 +1,201 @@
-//! cpu
+//! The CPU driver: runs the per-format reference codecs ([`crate::formats`]) over whole tensors.
+//!
+//! [`dequant_into`] decodes on the calling thread with no allocation. [`dequant_to_bytes`] and
+//! [`dequant_f32`] split the tensor on block boundaries across rayon's threads; the byte variant
+//! decodes into a small per-task f32 scratch buffer and converts from there, so its extra memory is
+//! bounded (a few tens of KiB per thread) whatever the tensor size.
+
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::formats::Format;
+
+/// Values decoded per step into the stack scratch buffer (32 KiB of f32). A multiple of every
+/// block size (1, 32, 64, 128, 256 elements), so steps end on block boundaries.
+const SCRATCH_VALUES: usize = 8192;
+/// Values per parallel task: large enough to amortise scheduling, small enough to balance work.
+const TASK_VALUES: usize = 1 << 16;
+/// Below this many values, the parallel entry points stay on the calling thread.
+const PARALLEL_MIN_VALUES: usize = 1 << 16;
+
+const _: () = assert!(SCRATCH_VALUES % 256 == 0 && TASK_VALUES % SCRATCH_VALUES == 0);
+
+/// Number of values that `n_bytes` of `format` decode to, or [`Error::PartialBlock`] when
+/// `n_bytes` is not a whole number of blocks.
+pub fn n_values(format: Format, n_bytes: usize) -> Result<usize> {
+    let spec = format.spec();
+    if n_bytes % spec.bytes != 0 {
+        return Err(Error::PartialBlock {
+            format,
+            len: n_bytes,
+            block_bytes: spec.bytes,
+        });
+    }
+    Ok(n_bytes / spec.bytes * spec.elems)
+}
+
+/// Decode whole blocks into a caller's slice; no allocation; single thread.
+///
+/// Errors: [`Error::PartialBlock`] if `src` is not a whole number of blocks,
+/// [`Error::DestinationSize`] if `dst.len()` is not the number of values `src` decodes to.
+pub fn dequant_into(format: Format, src: &[u8], dst: &mut [f32]) -> Result<()> {
+    let n = n_values(format, src.len())?;
+    if dst.len() != n {
+        return Err(Error::DestinationSize {
+            format,
+            expected: n,
+            got: dst.len(),
+        });
+    }
+    (format.spec().dequant_row)(src, dst);
+    Ok(())
+}
+
+/// Decode a whole tensor on all cores into bytes of `dtype`: little-endian f32, f16 or bf16, the
+/// f16/bf16 values being the round-to-nearest-even of the f32 result.
+///
+/// `dst.len()` must be `n_values(format, src.len()) * dtype.size()`; otherwise
+/// [`Error::DestinationSize`] reports the values `dst` holds (`dst.len() / dtype.size()`).
+pub fn dequant_to_bytes(format: Format, src: &[u8], dtype: DType, dst: &mut [u8]) -> Result<()> {
+    dequant_to_bytes_with(format, src, dtype, dst, None)
+}
+
+/// [`dequant_to_bytes`] with a thread count: `None` uses rayon's current pool (all cores by
+/// default), `Some(1)` runs on the calling thread, `Some(n)` runs in a fresh pool of `n` threads.
+pub fn dequant_to_bytes_with(
+    format: Format,
+    src: &[u8],
+    dtype: DType,
+    dst: &mut [u8],
+    threads: Option<usize>,
+) -> Result<()> {
+    let n = n_values(format, src.len())?;
+    let size = dtype.size();
+    if n.checked_mul(size) != Some(dst.len()) {
+        return Err(Error::DestinationSize {
+            format,
+            expected: n,
+            got: dst.len() / size,
+        });
+    }
+    let spec = format.spec();
+    let task_src = TASK_VALUES / spec.elems * spec.bytes;
+    let task = |(s, d): (&[u8], &mut [u8])| decode_bytes(format, s, dtype, d);
+    let par = |dst: &mut [u8]| {
+        src.par_chunks(task_src)
+            .zip(dst.par_chunks_mut(TASK_VALUES * size))
+            .for_each(task)
+    };
+    match Mode::new(threads, n) {
+        Mode::Here => decode_bytes(format, src, dtype, dst),
+        Mode::Global => par(dst),
+        Mode::Pool(pool) => pool.install(|| par(dst)),
+    }
+    Ok(())
+}
+
+/// Decode a whole tensor to a new `Vec<f32>`, on all cores.
+pub fn dequant_f32(format: Format, src: &[u8]) -> Result<Vec<f32>> {
+    dequant_f32_with(format, src, None)
+}
+
+/// [`dequant_f32`] with a thread count, as in [`dequant_to_bytes_with`].
+pub fn dequant_f32_with(format: Format, src: &[u8], threads: Option<usize>) -> Result<Vec<f32>> {
+    let n = n_values(format, src.len())?;
+    let mut dst = vec![0.0f32; n];
+    let spec = format.spec();
+    let task_src = TASK_VALUES / spec.elems * spec.bytes;
+    let row = spec.dequant_row;
+    let par = |dst: &mut [f32]| {
+        src.par_chunks(task_src)
+            .zip(dst.par_chunks_mut(TASK_VALUES))
+            .for_each(|(s, d)| row(s, d))
+    };
+    match Mode::new(threads, n) {
+        Mode::Here => row(src, &mut dst),
+        Mode::Global => par(&mut dst),
+        Mode::Pool(pool) => pool.install(|| par(&mut dst)),
+    }
+    Ok(dst)
+}
+
+/// Where a call runs.
+enum Mode {
+    /// On the calling thread (one thread asked for, or too little work to split).
+    Here,
+    /// In rayon's current pool.
+    Global,
+    /// In a pool of the requested size.
+    Pool(rayon::ThreadPool),
+}
+
+impl Mode {
+    fn new(threads: Option<usize>, n_values: usize) -> Mode {
+        match threads {
+            Some(1) => Mode::Here,
+            _ if n_values < PARALLEL_MIN_VALUES => Mode::Here,
+            None => Mode::Global,
+            Some(t) => match rayon::ThreadPoolBuilder::new().num_threads(t).build() {
+                Ok(pool) => Mode::Pool(pool),
+                // No threads to be had: decoding here gives the same bytes.
+                Err(_) => Mode::Here,
+            },
+        }
+    }
+}
+
+/// Decodes `src` (whole blocks) into `dst` bytes of `dtype`, through a stack scratch buffer.
+fn decode_bytes(format: Format, src: &[u8], dtype: DType, dst: &mut [u8]) {
+    let spec = format.spec();
+    let step_src = SCRATCH_VALUES / spec.elems * spec.bytes;
+    let size = dtype.size();
+    let mut scratch = [0.0f32; SCRATCH_VALUES];
+    for (s, d) in src
+        .chunks(step_src)
+        .zip(dst.chunks_mut(SCRATCH_VALUES * size))
+    {
+        let vals = &mut scratch[..d.len() / size];
+        (spec.dequant_row)(s, vals);
+        store(vals, dtype, d);
+    }
+}
+
+/// Values converted per batch to f16/bf16 before their bytes are written.
+const HALF_BATCH: usize = 512;
+
+/// Writes `vals` as little-endian `dtype` into `out` (`out.len() == vals.len() * dtype.size()`).
+fn store(vals: &[f32], dtype: DType, out: &mut [u8]) {
+    match dtype {
+        DType::F32 => {
+            let (words, _) = out.as_chunks_mut::<4>();
+            for (w, v) in words.iter_mut().zip(vals) {
+                *w = v.to_le_bytes();
+            }
+        }
+        DType::F16 => {
+            let mut buf = [f16::ZERO; HALF_BATCH];
+            for (v, o) in vals.chunks(HALF_BATCH).zip(out.chunks_mut(2 * HALF_BATCH)) {
+                let h = &mut buf[..v.len()];
+                h.convert_from_f32_slice(v);
+                let (words, _) = o.as_chunks_mut::<2>();
+                for (w, x) in words.iter_mut().zip(h.iter()) {
+                    *w = x.to_bits().to_le_bytes();
+                }
+            }
+        }
+        DType::BF16 => {
+            let mut buf = [bf16::ZERO; HALF_BATCH];
+            for (v, o) in vals.chunks(HALF_BATCH).zip(out.chunks_mut(2 * HALF_BATCH)) {
+                let h = &mut buf[..v.len()];
+                h.convert_from_f32_slice(v);
+                let (words, _) = o.as_chunks_mut::<2>();
+                for (w, x) in words.iter_mut().zip(h.iter()) {
+                    *w = x.to_bits().to_le_bytes();
+                }
+            }
+        }
+    }
+}

@@ -1,1 +1,136 @@
 //! Scalar helpers shared by the codecs: little-endian loads and the scale encodings of spec §2.
+//!
+//! The names are mirrored by the WGSL helpers in `shaders/lib/` (`u16_le`, `f16_le`, `e8m0_half`,
+//! `ue4m3_half`, `get_scale_min_k4`, ...), so a codec reads the same in both languages.
+
+use half::{bf16, f16};
+
+/// Little-endian u16 at byte `off` of `b`.
+#[inline(always)]
+pub fn u16_le(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([b[off], b[off + 1]])
+}
+
+/// Little-endian u32 at byte `off` of `b` (any alignment: blocks are tightly packed, spec §1).
+#[inline(always)]
+pub fn u32_le(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+/// Little-endian f32 at byte `off` of `b`.
+#[inline(always)]
+pub fn f32_le(b: &[u8], off: usize) -> f32 {
+    f32::from_bits(u32_le(b, off))
+}
+
+/// IEEE binary16 bits to f32, exact including subnormals (spec §2.1; NaN stays NaN).
+#[inline(always)]
+pub fn f16_bits(bits: u16) -> f32 {
+    f16::from_bits(bits).to_f32()
+}
+
+/// Little-endian f16 at byte `off` of `b`, as f32 (spec §2.1).
+#[inline(always)]
+pub fn f16_le(b: &[u8], off: usize) -> f32 {
+    f16_bits(u16_le(b, off))
+}
+
+/// Little-endian bf16 at byte `off` of `b`, as f32: the bits shifted up by 16 (spec §2.2).
+#[inline(always)]
+pub fn bf16_le(b: &[u8], off: usize) -> f32 {
+    bf16::from_bits(u16_le(b, off)).to_f32()
+}
+
+/// Bits of the f32 2^-128 (the subnormal that E8M0 code 0 halves to).
+const E8M0_HALF_SUBNORMAL_BITS: u32 = 0x0020_0000;
+/// Position of the f32 exponent field.
+const F32_EXP_SHIFT: u32 = 23;
+
+/// ggml's `ggml_e8m0_to_fp32_half`: the MXFP4 scale `2^(e-128)` (spec §2.3). Codes 0 and 1 give the
+/// f32 subnormals 2^-128 and 2^-127, built exactly; 255 gives 2^127 (finite, not NaN).
+#[inline(always)]
+pub fn e8m0_half(e: u8) -> f32 {
+    let bits = if e < 2 {
+        E8M0_HALF_SUBNORMAL_BITS << e
+    } else {
+        (e as u32 - 1) << F32_EXP_SHIFT
+    };
+    f32::from_bits(bits)
+}
+
+/// UE4M3 code that ggml decodes as 0 although E4M3 calls it NaN.
+const UE4M3_NAN: u8 = 0x7F;
+/// f32 exponent bias minus E4M3 exponent bias (127 - 7).
+const E4M3_TO_F32_BIAS: u32 = 120;
+/// E4M3 subnormal step, 2^-9.
+const E4M3_SUBNORMAL_STEP: f32 = 1.0 / 512.0;
+
+/// ggml's `ggml_ue4m3_to_fp32`: an NVFP4 sub-block scale, **already halved** (spec §2.5). Bit 7 is
+/// ignored (not a sign); 0x00 and 0x7F give 0.
+#[inline(always)]
+pub fn ue4m3_half(x: u8) -> f32 {
+    if x == 0 || x == UE4M3_NAN {
+        return 0.0;
+    }
+    let e = ((x >> 3) & 0xF) as u32;
+    let m = (x & 7) as u32;
+    let raw = if e == 0 {
+        m as f32 * E4M3_SUBNORMAL_STEP
+    } else {
+        f32::from_bits(((e + E4M3_TO_F32_BIAS) << F32_EXP_SHIFT) | (m << (F32_EXP_SHIFT - 3)))
+    };
+    raw * 0.5
+}
+
+/// OCP FP8 E4M3FN code to f32 (spec §2.6): sign bit 7, bias 7, 0x7F and 0xFF are NaN, no infinities.
+pub const fn e4m3_to_f32(x: u8) -> f32 {
+    let sign = if x & 0x80 != 0 { -1.0 } else { 1.0 };
+    let e = ((x >> 3) & 0xF) as u32;
+    let m = (x & 7) as u32;
+    if e == 0xF && m == 7 {
+        return f32::NAN;
+    }
+    let mag = if e == 0 {
+        m as f32 * E4M3_SUBNORMAL_STEP
+    } else {
+        f32::from_bits(((e + E4M3_TO_F32_BIAS) << F32_EXP_SHIFT) | (m << (F32_EXP_SHIFT - 3)))
+    };
+    sign * mag
+}
+
+/// ggml's `get_scale_min_k4`: the 6-bit (scale, min) of sub-block `j` (0..8) from the 12 packed
+/// bytes `k` of a Q4_K / Q5_K block (spec §4.11).
+#[inline(always)]
+pub fn get_scale_min_k4(j: usize, k: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (k[j] & 63, k[j + 4] & 63)
+    } else {
+        (
+            (k[j + 4] & 0xF) | ((k[j - 4] >> 6) << 4),
+            (k[j + 4] >> 4) | ((k[j] >> 6) << 4),
+        )
+    }
+}
+
+/// The `N` bytes at `off` of `b`, copied into an array (offsets are compile-time constants in the
+/// codecs, so this folds to plain loads).
+#[inline(always)]
+pub fn bytes_at<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
+    std::array::from_fn(|i| b[off + i])
+}
+
+/// Runs a per-block decoder over the whole blocks of `src`, writing `ELEMS` values per block into
+/// `dst`. Blocks past the end of either slice are ignored; the driver (`crate::cpu`) checks sizes.
+#[inline(always)]
+pub fn dequant_blocks<const BYTES: usize, const ELEMS: usize>(
+    src: &[u8],
+    dst: &mut [f32],
+    block: impl Fn(&[u8; BYTES], &mut [f32; ELEMS]),
+) {
+    debug_assert_eq!(src.len() / BYTES * ELEMS, dst.len());
+    let (blocks, _) = src.as_chunks::<BYTES>();
+    let (outs, _) = dst.as_chunks_mut::<ELEMS>();
+    for (b, y) in blocks.iter().zip(outs.iter_mut()) {
+        block(b, y);
+    }
+}

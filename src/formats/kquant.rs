@@ -1,4 +1,4 @@
-//! The kquant family.
+//! The k-quant family: 256-element super-blocks with packed sub-block scales (spec §4.8–§4.13).
 
 pub mod q2_k;
 pub mod q3_k;

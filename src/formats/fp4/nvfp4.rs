@@ -1,16 +1,43 @@
-//! NVFP4 (ggml id 40): 64 values in 36 bytes.
+//! NVFP4 (ggml id 40): 64 values in 36 bytes. Spec: formats.md §4.26. GPU twin: shaders/formats/nvfp4.wgsl
 
-use crate::formats::field::Field;
+use crate::formats::common::{dequant_blocks, ue4m3_half};
+use crate::formats::field::{self, Field};
+use crate::formats::tables::KVALUES_FP4;
 
 /// Elements per block.
 pub const ELEMS: usize = 64;
 /// Bytes per block.
 pub const BYTES: usize = 36;
+/// `d[4]`: one UE4M3 scale per 16-element sub-block (decoded halved, `ue4m3_half`).
+pub const D: usize = 0;
+/// `qs[32]`: E2M1 codes, 8 bytes per sub-block (low nibbles first 8 elements, high nibbles next 8).
+pub const QS: usize = 4;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[
+    Field::bytes("d", D, ELEMS / SUB),
+    Field::bytes("qs", QS, ELEMS / 2),
+];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// Elements per sub-block.
+const SUB: usize = 16;
+/// `qs` bytes per sub-block.
+const QS_PER_SUB: usize = SUB / 2;
+
+/// Decodes one block: `y = kvalues_fp4[code] * ue4m3_half(d[s])`.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    for s in 0..ELEMS / SUB {
+        let d = ue4m3_half(b[D + s]);
+        for j in 0..QS_PER_SUB {
+            let q = b[QS + QS_PER_SUB * s + j];
+            y[SUB * s + j] = KVALUES_FP4[(q & 0xF) as usize] as f32 * d;
+            y[SUB * s + QS_PER_SUB + j] = KVALUES_FP4[(q >> 4) as usize] as f32 * d;
+        }
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }

@@ -1,4 +1,6 @@
-//! I64 (ggml id 27): 1 values in 8 bytes.
+//! I64 (ggml id 27): 1 value in 8 bytes. Spec: formats.md §4.1. GPU twin: shaders/formats/i64.wgsl
+//!
+//! A two's-complement little-endian integer, converted to the nearest f32 (ties to even, `as f32`).
 
 use crate::formats::field::Field;
 
@@ -6,11 +8,20 @@ use crate::formats::field::Field;
 pub const ELEMS: usize = 1;
 /// Bytes per block.
 pub const BYTES: usize = 8;
-/// Block layout.
+/// Block layout: none, the block is one little-endian i64.
 pub const FIELDS: &[Field] = &[];
+const _: () = assert!(FIELDS.is_empty() && ELEMS == 1);
+
+/// Decodes one value.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    y[0] = i64::from_le_bytes(*b) as f32;
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    let (blocks, _) = src.as_chunks::<BYTES>();
+    for (b, y) in blocks.iter().zip(dst.iter_mut()) {
+        *y = i64::from_le_bytes(*b) as f32;
+    }
 }

@@ -1,16 +1,60 @@
-//! IQ3_XXS (ggml id 18): 256 values in 98 bytes.
+//! IQ3_XXS (ggml id 18): 256 values in 98 bytes. Spec: formats.md §4.17. GPU twin: shaders/formats/iq3_xxs.wgsl
 
-use crate::formats::field::Field;
+use crate::formats::common::{dequant_blocks, f16_le, u32_le};
+use crate::formats::field::{self, Field};
+use crate::formats::tables::{IQ3XXS_GRID, KSIGNS_IQ2XS};
 
 /// Elements per block.
 pub const ELEMS: usize = 256;
 /// Bytes per block.
 pub const BYTES: usize = 98;
+/// `d`: f16 super-scale.
+pub const D: usize = 0;
+/// `qs[0..64]`: 8-bit grid indices, 8 per sub-block.
+pub const QS: usize = 2;
+/// `qs[64..96]` (ggml's `scales_and_signs`): u32 LE per sub-block = four 7-bit sign indices and a
+/// 4-bit scale in bits 28..32.
+pub const SCALES_AND_SIGNS: usize = 66;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[
+    Field::f16("d", D),
+    Field::bytes("qs", QS, ELEMS / 4),
+    Field::bytes("scales_and_signs", SCALES_AND_SIGNS, ELEMS / 8),
+];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// Elements per sub-block.
+const SUB: usize = 32;
+/// Elements per sign index (two grid entries of 4).
+const GROUP: usize = 8;
+/// Elements per grid entry.
+const HALF_GROUP: usize = 4;
+
+/// Decodes one block: `y = (db * g[j]) * ±1` with `db = (d * (0.5 + ls)) * 0.5`.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    let d = f16_le(b, D);
+    for ib in 0..ELEMS / SUB {
+        let aux = u32_le(b, SCALES_AND_SIGNS + 4 * ib);
+        let db = (d * (0.5 + (aux >> 28) as f32)) * 0.5;
+        for l in 0..SUB / GROUP {
+            let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize];
+            let g1 = IQ3XXS_GRID[b[QS + 8 * ib + 2 * l] as usize].to_le_bytes();
+            let g2 = IQ3XXS_GRID[b[QS + 8 * ib + 2 * l + 1] as usize].to_le_bytes();
+            for j in 0..GROUP {
+                let g = if j < HALF_GROUP {
+                    g1[j]
+                } else {
+                    g2[j - HALF_GROUP]
+                };
+                let s = if (signs >> j) & 1 != 0 { -1.0 } else { 1.0 };
+                y[SUB * ib + GROUP * l + j] = (db * g as f32) * s;
+            }
+        }
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }

@@ -1,16 +1,53 @@
-//! IQ4_XS (ggml id 23): 256 values in 136 bytes.
+//! IQ4_XS (ggml id 23): 256 values in 136 bytes. Spec: formats.md §4.22. GPU twin: shaders/formats/iq4_xs.wgsl
 
-use crate::formats::field::Field;
+use crate::formats::common::{dequant_blocks, f16_le, u16_le};
+use crate::formats::field::{self, Field};
+use crate::formats::tables::KVALUES_IQ4NL;
 
 /// Elements per block.
 pub const ELEMS: usize = 256;
 /// Bytes per block.
 pub const BYTES: usize = 136;
+/// `d`: f16 super-scale.
+pub const D: usize = 0;
+/// `scales_h`: u16 LE, high 2 bits of the eight 6-bit scales.
+pub const SCALES_H: usize = 2;
+/// `scales_l[4]`: low 4 bits of the scales, two per byte.
+pub const SCALES_L: usize = 4;
+/// `qs[128]`: 4-bit codes, 16 bytes per sub-block (low nibbles first 16 elements).
+pub const QS: usize = 8;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[
+    Field::f16("d", D),
+    Field::uint("scales_h", SCALES_H, 2),
+    Field::bytes("scales_l", SCALES_L, ELEMS / 64),
+    Field::bytes("qs", QS, ELEMS / 2),
+];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// Elements per sub-block.
+const SUB: usize = 32;
+/// Half a sub-block: the low- or high-nibble elements.
+const HALF_SUB: usize = 16;
+
+/// Decodes one block: `y = (d * (ls - 32)) * kvalues_iq4nl[code]`.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    let d = f16_le(b, D);
+    let scales_h = u16_le(b, SCALES_H) as i32;
+    for ib in 0..ELEMS / SUB {
+        let lo = ((b[SCALES_L + ib / 2] >> (4 * (ib % 2))) & 0xF) as i32;
+        let ls = lo | (((scales_h >> (2 * ib)) & 3) << 4);
+        let dl = d * (ls - 32) as f32;
+        for j in 0..HALF_SUB {
+            let q = b[QS + HALF_SUB * ib + j];
+            y[SUB * ib + j] = dl * KVALUES_IQ4NL[(q & 0xF) as usize] as f32;
+            y[SUB * ib + HALF_SUB + j] = dl * KVALUES_IQ4NL[(q >> 4) as usize] as f32;
+        }
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }

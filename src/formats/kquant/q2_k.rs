@@ -1,16 +1,58 @@
-//! Q2_K (ggml id 10): 256 values in 84 bytes.
+//! Q2_K (ggml id 10): 256 values in 84 bytes. Spec: formats.md §4.9. GPU twin: shaders/formats/q2_k.wgsl
 
-use crate::formats::field::Field;
+use crate::formats::common::{dequant_blocks, f16_le};
+use crate::formats::field::{self, Field};
 
 /// Elements per block.
 pub const ELEMS: usize = 256;
 /// Bytes per block.
 pub const BYTES: usize = 84;
+/// `scales[16]`: per 16 elements, low nibble = scale code, high nibble = min code.
+pub const SCALES: usize = 0;
+/// `qs[64]`: 2-bit codes; each byte holds four elements 32 apart within a 128-element half.
+pub const QS: usize = 16;
+/// `d`: f16 super-scale of the scales.
+pub const D: usize = 80;
+/// `dmin`: f16 super-scale of the mins.
+pub const DMIN: usize = 82;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[
+    Field::bytes("scales", SCALES, ELEMS / 16),
+    Field::bytes("qs", QS, ELEMS / 4),
+    Field::f16("d", D),
+    Field::f16("dmin", DMIN),
+];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// Elements per half (one pass over 32 `qs` bytes).
+const HALF: usize = 128;
+/// Elements sharing one 2-bit shift in a half.
+const GROUP: usize = 32;
+/// Elements per scale.
+const SUB: usize = 16;
+
+/// Decodes one block: `y = (d * (s & 0xF)) * q - (dmin * (s >> 4))`.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    let d = f16_le(b, D);
+    let dmin = f16_le(b, DMIN);
+    for half in 0..ELEMS / HALF {
+        for g in 0..HALF / GROUP {
+            for k in 0..GROUP / SUB {
+                let base = HALF * half + GROUP * g + SUB * k;
+                let s = b[SCALES + base / SUB];
+                let dl = d * (s & 0xF) as f32;
+                let ml = dmin * (s >> 4) as f32;
+                for l in SUB * k..SUB * (k + 1) {
+                    let q = (b[QS + GROUP * half + l] >> (2 * g)) & 3;
+                    y[HALF * half + GROUP * g + l] = dl * q as f32 - ml;
+                }
+            }
+        }
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }

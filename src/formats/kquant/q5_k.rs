@@ -1,16 +1,64 @@
-//! Q5_K (ggml id 13): 256 values in 176 bytes.
+//! Q5_K (ggml id 13): 256 values in 176 bytes. Spec: formats.md §4.12. GPU twin: shaders/formats/q5_k.wgsl
 
-use crate::formats::field::Field;
+use crate::formats::common::{bytes_at, dequant_blocks, f16_le, get_scale_min_k4};
+use crate::formats::field::{self, Field};
 
 /// Elements per block.
 pub const ELEMS: usize = 256;
 /// Bytes per block.
 pub const BYTES: usize = 176;
+/// `d`: f16 super-scale of the sub-block scales.
+pub const D: usize = 0;
+/// `dmin`: f16 super-scale of the sub-block mins.
+pub const DMIN: usize = 2;
+/// `scales[12]`: packed as in Q4_K (`get_scale_min_k4`).
+pub const SCALES: usize = 4;
+/// `qh[32]`: 5th bits; bit `sub` of byte `l` belongs to element `32*sub + l`.
+pub const QH: usize = 16;
+/// `qs[128]`: low 4 bits, arranged as in Q4_K.
+pub const QS: usize = 48;
+/// Length of `scales` (ggml's `K_SCALE_SIZE`).
+pub const SCALES_LEN: usize = 12;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[
+    Field::f16("d", D),
+    Field::f16("dmin", DMIN),
+    Field::bytes("scales", SCALES, SCALES_LEN),
+    Field::bytes("qh", QH, ELEMS / 8),
+    Field::bytes("qs", QS, ELEMS / 2),
+];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// Elements per 32-byte `qs` chunk.
+const CHUNK: usize = 64;
+/// Elements per sub-block (one scale and min).
+const SUB: usize = 32;
+
+/// Decodes one block: `y = (d * sc) * q - (dmin * m)`, q = 5-bit code.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    let d = f16_le(b, D);
+    let dmin = f16_le(b, DMIN);
+    let k: [u8; SCALES_LEN] = bytes_at(b, SCALES);
+    for c in 0..ELEMS / CHUNK {
+        let (sc1, m1) = get_scale_min_k4(2 * c, &k);
+        let (sc2, m2) = get_scale_min_k4(2 * c + 1, &k);
+        let d1 = d * sc1 as f32;
+        let m1 = dmin * m1 as f32;
+        let d2 = d * sc2 as f32;
+        let m2 = dmin * m2 as f32;
+        for l in 0..SUB {
+            let q = b[QS + SUB * c + l];
+            let h = b[QH + l];
+            let lo = (q & 0xF) | (((h >> (2 * c)) & 1) << 4);
+            let hi = (q >> 4) | (((h >> (2 * c + 1)) & 1) << 4);
+            y[CHUNK * c + l] = d1 * lo as f32 - m1;
+            y[CHUNK * c + SUB + l] = d2 * hi as f32 - m2;
+        }
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }

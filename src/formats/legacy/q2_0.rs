@@ -1,16 +1,33 @@
-//! Q2_0 (ggml id 42): 64 values in 18 bytes.
+//! Q2_0 (ggml id 42): 64 values in 18 bytes. Spec: formats.md §4.28. GPU twin: shaders/formats/q2_0.wgsl
 
-use crate::formats::field::Field;
+use crate::formats::common::{dequant_blocks, f16_le};
+use crate::formats::field::{self, Field};
 
 /// Elements per block.
 pub const ELEMS: usize = 64;
 /// Bytes per block.
 pub const BYTES: usize = 18;
+/// `d`: f16 scale.
+pub const D: usize = 0;
+/// `qs[16]`: 2-bit codes, 4 consecutive elements per byte, LSB first.
+pub const QS: usize = 2;
+/// Elements per `qs` byte.
+const PER_BYTE: usize = 4;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[Field::f16("d", D), Field::bytes("qs", QS, ELEMS / PER_BYTE)];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// Decodes one block: `y[j] = (q - 1) * d`, codes 0..3 giving -d, 0, d, 2d.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    let d = f16_le(b, D);
+    for j in 0..ELEMS {
+        let q = (b[QS + j / PER_BYTE] >> (2 * (j % PER_BYTE))) & 3;
+        y[j] = (q as i32 - 1) as f32 * d;
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }

@@ -1,16 +1,34 @@
-//! Q4_0 (ggml id 2): 32 values in 18 bytes.
+//! Q4_0 (ggml id 2): 32 values in 18 bytes. Spec: formats.md §4.2. GPU twin: shaders/formats/q4_0.wgsl
 
-use crate::formats::field::Field;
+use crate::formats::common::{dequant_blocks, f16_le};
+use crate::formats::field::{self, Field};
 
 /// Elements per block.
 pub const ELEMS: usize = 32;
 /// Bytes per block.
 pub const BYTES: usize = 18;
+/// `d`: f16 scale.
+pub const D: usize = 0;
+/// `qs[16]`: low nibbles are y[0..16], high nibbles y[16..32].
+pub const QS: usize = 2;
+/// Length of `qs`.
+pub const QS_LEN: usize = ELEMS / 2;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[Field::f16("d", D), Field::bytes("qs", QS, QS_LEN)];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// Decodes one block: `y[j] = ((qs[j] & 0xF) - 8) * d`, `y[j+16] = ((qs[j] >> 4) - 8) * d`.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    let d = f16_le(b, D);
+    for j in 0..QS_LEN {
+        let q = b[QS + j];
+        y[j] = ((q & 0xF) as i32 - 8) as f32 * d;
+        y[j + QS_LEN] = ((q >> 4) as i32 - 8) as f32 * d;
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }

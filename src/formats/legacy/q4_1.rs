@@ -1,16 +1,41 @@
-//! Q4_1 (ggml id 3): 32 values in 20 bytes.
+//! Q4_1 (ggml id 3): 32 values in 20 bytes. Spec: formats.md §4.3. GPU twin: shaders/formats/q4_1.wgsl
 
-use crate::formats::field::Field;
+use crate::formats::common::{dequant_blocks, f16_le};
+use crate::formats::field::{self, Field};
 
 /// Elements per block.
 pub const ELEMS: usize = 32;
 /// Bytes per block.
 pub const BYTES: usize = 20;
+/// `d`: f16 scale.
+pub const D: usize = 0;
+/// `m`: f16 offset (min).
+pub const M: usize = 2;
+/// `qs[16]`: low nibbles are y[0..16], high nibbles y[16..32].
+pub const QS: usize = 4;
+/// Length of `qs`.
+pub const QS_LEN: usize = ELEMS / 2;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[
+    Field::f16("d", D),
+    Field::f16("m", M),
+    Field::bytes("qs", QS, QS_LEN),
+];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// Decodes one block: `y = q * d + m`.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    let d = f16_le(b, D);
+    let m = f16_le(b, M);
+    for j in 0..QS_LEN {
+        let q = b[QS + j];
+        y[j] = (q & 0xF) as f32 * d + m;
+        y[j + QS_LEN] = (q >> 4) as f32 * d + m;
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }

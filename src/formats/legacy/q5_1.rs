@@ -1,16 +1,47 @@
-//! Q5_1 (ggml id 7): 32 values in 24 bytes.
+//! Q5_1 (ggml id 7): 32 values in 24 bytes. Spec: formats.md §4.5. GPU twin: shaders/formats/q5_1.wgsl
 
-use crate::formats::field::Field;
+use crate::formats::common::{dequant_blocks, f16_le, u32_le};
+use crate::formats::field::{self, Field};
 
 /// Elements per block.
 pub const ELEMS: usize = 32;
 /// Bytes per block.
 pub const BYTES: usize = 24;
+/// `d`: f16 scale.
+pub const D: usize = 0;
+/// `m`: f16 offset (min).
+pub const M: usize = 2;
+/// `qh`: u32 LE, bit k is the 5th bit of element k.
+pub const QH: usize = 4;
+/// `qs[16]`: low 4 bits; low nibbles are y[0..16], high nibbles y[16..32].
+pub const QS: usize = 8;
+/// Length of `qs`.
+pub const QS_LEN: usize = ELEMS / 2;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[
+    Field::f16("d", D),
+    Field::f16("m", M),
+    Field::uint("qh", QH, 4),
+    Field::bytes("qs", QS, QS_LEN),
+];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// Decodes one block: `y = q5 * d + m`.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    let d = f16_le(b, D);
+    let m = f16_le(b, M);
+    let qh = u32_le(b, QH);
+    for j in 0..QS_LEN {
+        let q = b[QS + j] as u32;
+        let lo = (q & 0xF) | (((qh >> j) & 1) << 4);
+        let hi = (q >> 4) | (((qh >> (j + QS_LEN)) & 1) << 4);
+        y[j] = lo as f32 * d + m;
+        y[j + QS_LEN] = hi as f32 * d + m;
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }

@@ -1,16 +1,39 @@
-//! Q8_1 (ggml id 9): 32 values in 36 bytes.
+//! Q8_1 (ggml id 9): 32 values in 36 bytes. Spec: formats.md §4.7. GPU twin: shaders/formats/q8_1.wgsl
+//!
+//! ggml has no `to_float` for this activation format; the natural decode `int8(qs[j]) * d` is used
+//! and `s` (d × Σ qs, redundant) is ignored.
 
-use crate::formats::field::Field;
+use crate::formats::common::{dequant_blocks, f16_le};
+use crate::formats::field::{self, Field};
 
 /// Elements per block.
 pub const ELEMS: usize = 32;
 /// Bytes per block.
 pub const BYTES: usize = 36;
+/// `d`: f16 scale.
+pub const D: usize = 0;
+/// `s`: f16 `d * sum(qs)`, ignored by the decode.
+pub const S: usize = 2;
+/// `qs[32]`: int8 codes, one per element.
+pub const QS: usize = 4;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[
+    Field::f16("d", D),
+    Field::f16("s", S),
+    Field::bytes("qs", QS, ELEMS),
+];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// Decodes one block: `y[j] = int8(qs[j]) * d`.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    let d = f16_le(b, D);
+    for j in 0..ELEMS {
+        y[j] = b[QS + j] as i8 as f32 * d;
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }

@@ -1,16 +1,73 @@
-//! TQ1_0 (ggml id 34): 256 values in 54 bytes.
+//! TQ1_0 (ggml id 34): 256 values in 54 bytes. Spec: formats.md §4.23. GPU twin: shaders/formats/tq1_0.wgsl
 
-use crate::formats::field::Field;
+use crate::formats::common::{dequant_blocks, f16_le};
+use crate::formats::field::{self, Field};
 
 /// Elements per block.
 pub const ELEMS: usize = 256;
 /// Bytes per block.
 pub const BYTES: usize = 54;
+/// `qs[48]`: 5 trits per byte (base-3 fixed-point fraction of 256).
+pub const QS: usize = 0;
+/// `qh[4]`: 4 trits per byte.
+pub const QH: usize = 48;
+/// `d`: f16 scale.
+pub const D: usize = 52;
+/// Length of `qs`.
+pub const QS_LEN: usize = 48;
+/// Length of `qh`.
+pub const QH_LEN: usize = 4;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[
+    Field::bytes("qs", QS, QS_LEN),
+    Field::bytes("qh", QH, QH_LEN),
+    Field::f16("d", D),
+];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// TQ1_0's `pow3`: multiplying by 3^n (mod 256) drops the first n trits.
+pub const POW3: [u8; 6] = [1, 3, 9, 27, 81, 243];
+/// Trits per `qs` byte.
+const QS_TRITS: usize = 5;
+/// Trits per `qh` byte.
+const QH_TRITS: usize = 4;
+/// `qs` bytes in the first (32-wide) pass.
+const WIDE: usize = 32;
+/// `qs` bytes in the second (16-wide) pass.
+const NARROW: usize = QS_LEN - WIDE;
+
+/// Digit `n` of a packed byte, as a value: `(((byte * 3^n) mod 256) * 3 >> 8) - 1`, times `d`.
+#[inline(always)]
+fn trit(byte: u8, n: usize, d: f32) -> f32 {
+    let q = byte.wrapping_mul(POW3[n]) as u16;
+    let t = ((q * 3) >> 8) as i32;
+    (t - 1) as f32 * d
+}
+
+/// Decodes one block.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    let d = f16_le(b, D);
+    for n in 0..QS_TRITS {
+        for m in 0..WIDE {
+            y[WIDE * n + m] = trit(b[QS + m], n, d);
+        }
+    }
+    let base = WIDE * QS_TRITS;
+    for n in 0..QS_TRITS {
+        for m in 0..NARROW {
+            y[base + NARROW * n + m] = trit(b[QS + WIDE + m], n, d);
+        }
+    }
+    let base = base + NARROW * QS_TRITS;
+    for n in 0..QH_TRITS {
+        for m in 0..QH_LEN {
+            y[base + QH_LEN * n + m] = trit(b[QH + m], n, d);
+        }
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }

@@ -1,16 +1,40 @@
-//! TQ2_0 (ggml id 35): 256 values in 66 bytes.
+//! TQ2_0 (ggml id 35): 256 values in 66 bytes. Spec: formats.md §4.24. GPU twin: shaders/formats/tq2_0.wgsl
 
-use crate::formats::field::Field;
+use crate::formats::common::{dequant_blocks, f16_le};
+use crate::formats::field::{self, Field};
 
 /// Elements per block.
 pub const ELEMS: usize = 256;
 /// Bytes per block.
 pub const BYTES: usize = 66;
+/// `qs[64]`: four 2-bit codes per byte, elements 32 apart within a 128-element chunk.
+pub const QS: usize = 0;
+/// `d`: f16 scale.
+pub const D: usize = 64;
 /// Block layout.
-pub const FIELDS: &[Field] = &[];
+pub const FIELDS: &[Field] = &[Field::bytes("qs", QS, ELEMS / 4), Field::f16("d", D)];
+const _: () = assert!(field::tiles(FIELDS, BYTES));
+
+/// Elements per 32-byte chunk of `qs`.
+const CHUNK: usize = 128;
+/// Bytes per chunk (and elements per bit pair).
+const WIDE: usize = 32;
+
+/// Decodes one block: `y = (code - 1) * d`.
+#[inline(always)]
+pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
+    let d = f16_le(b, D);
+    for c in 0..ELEMS / CHUNK {
+        for s in 0..CHUNK / WIDE {
+            for m in 0..WIDE {
+                let q = (b[QS + WIDE * c + m] >> (2 * s)) & 3;
+                y[CHUNK * c + WIDE * s + m] = (q as i32 - 1) as f32 * d;
+            }
+        }
+    }
+}
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
 pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    let _ = src;
-    dst.fill(f32::NAN);
+    dequant_blocks(src, dst, dequant_block);
 }
