@@ -59,8 +59,10 @@ pub fn dequant_file(
         let src = file.tensor_data(info);
         let len = tensors[i].n_values() * dtype.size();
         let mut dst = Vec::new();
-        dst.try_reserve_exact(len)
-            .map_err(|_| Error::OutOfMemory { bytes: len, what: info.name.clone() })?;
+        dst.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+            bytes: len,
+            what: info.name.clone(),
+        })?;
         dst.resize(len, 0);
         cpu::dequant_to_bytes(info.format, src, dtype, &mut dst)?;
         progress(info.n_bytes);

@@ -1,1 +1,257 @@
-//! inspect
+//! `inspect`: a GGUF file's header as JSON ([`to_json`]) or as text for people ([`write_text`]).
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use serde_json::{json, Map, Number, Value as Json};
+
+use crate::gguf::{Array, GgufFile, GgufString, Value};
+
+/// Metadata arrays with more items than this are summarised in JSON as
+/// `{"array_of": TYPE, "len": N, "head": [...]}` instead of written out.
+pub const JSON_ARRAY_MAX: usize = 64;
+/// Items shown in the `head` of a summarised array, and in text output of any array.
+pub const ARRAY_HEAD: usize = 8;
+/// Characters of a string value shown in text output before it is cut with `…`.
+pub const TEXT_STRING_MAX: usize = 60;
+
+/// The file's header as JSON:
+///
+/// ```text
+/// {"version": 3, "alignment": 32, "data_offset": 1024,
+///  "metadata": {KEY: VALUE, ...},
+///  "tensors": [{"name", "type", "type_id", "dims", "n_elements", "n_bytes", "offset"}, ...]}
+/// ```
+///
+/// * `data_offset` is absolute; each tensor's `offset` is relative to the data section, as stored.
+///   `type` is the ggml name (`"Q4_K"`), `dims` in ggml order (`ne0` first).
+/// * Metadata keeps file order. Integers (u64 and i64 too) are JSON integers; floats are JSON
+///   numbers (an f32 as its shortest decimal), except non-finite ones, which JSON cannot hold and
+///   become the strings `"NaN"`, `"inf"` and `"-inf"`. Strings are decoded lossily (invalid UTF-8
+///   becomes U+FFFD).
+/// * Arrays of at most [`JSON_ARRAY_MAX`] items are JSON arrays; longer ones become
+///   `{"array_of": TYPE, "len": N, "head": [first ARRAY_HEAD items]}` with TYPE the element type's
+///   name (`"string"`, `"i32"`, `"array"`, ...). Nested arrays follow the same rule.
+pub fn to_json(file: &GgufFile) -> Json {
+    let mut metadata = Map::new();
+    for (k, v) in file.metadata() {
+        metadata.insert(k.clone(), value_json(v));
+    }
+    let tensors: Vec<Json> = file
+        .tensors()
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "type": t.format.name(),
+                "type_id": t.format.id(),
+                "dims": t.dims,
+                "n_elements": t.n_elements,
+                "n_bytes": t.n_bytes,
+                "offset": t.offset,
+            })
+        })
+        .collect();
+    json!({
+        "version": file.version(),
+        "alignment": file.alignment(),
+        "data_offset": file.data_offset(),
+        "metadata": metadata,
+        "tensors": tensors,
+    })
+}
+
+fn float_json(x: f64) -> Json {
+    match Number::from_f64(x) {
+        Some(n) => Json::Number(n),
+        None if x.is_nan() => Json::from("NaN"),
+        None if x > 0.0 => Json::from("inf"),
+        None => Json::from("-inf"),
+    }
+}
+
+fn f32_json(x: f32) -> Json {
+    // Through the shortest decimal that round-trips the f32, so 0.1f32 is 0.1, not
+    // 0.10000000149011612.
+    float_json(x.to_string().parse::<f64>().unwrap_or(f64::NAN))
+}
+
+fn string_json(s: &GgufString) -> Json {
+    Json::from(s.to_string_lossy().into_owned())
+}
+
+fn value_json(v: &Value) -> Json {
+    match v {
+        Value::U8(x) => json!(x),
+        Value::I8(x) => json!(x),
+        Value::U16(x) => json!(x),
+        Value::I16(x) => json!(x),
+        Value::U32(x) => json!(x),
+        Value::I32(x) => json!(x),
+        Value::U64(x) => json!(x),
+        Value::I64(x) => json!(x),
+        Value::F32(x) => f32_json(*x),
+        Value::F64(x) => float_json(*x),
+        Value::Bool(b) => json!(b),
+        Value::String(s) => string_json(s),
+        Value::Array(a) => array_json(a),
+    }
+}
+
+fn array_json(a: &Array) -> Json {
+    if a.len() <= JSON_ARRAY_MAX {
+        Json::Array(a.iter().map(|v| value_json(&v)).collect())
+    } else {
+        let head: Vec<Json> = a.iter().take(ARRAY_HEAD).map(|v| value_json(&v)).collect();
+        json!({"array_of": a.value_type().name(), "len": a.len(), "head": head})
+    }
+}
+
+/// Writes a human-readable summary: file, version, counts, alignment and data offset; the metadata
+/// (arrays as `[TYPE; LEN]` and their first [`ARRAY_HEAD`] items, strings cut after
+/// [`TEXT_STRING_MAX`] characters); a tensor table with aligned columns; and a totals line with
+/// bytes by type.
+pub fn write_text(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
+    writeln!(out, "file:        {}", file.path().display())?;
+    writeln!(out, "version:     {}", file.version())?;
+    writeln!(out, "tensors:     {}", file.tensors().len())?;
+    writeln!(out, "metadata:    {} keys", file.metadata().len())?;
+    writeln!(out, "alignment:   {}", file.alignment())?;
+    writeln!(out, "data offset: {}", file.data_offset())?;
+
+    writeln!(out)?;
+    writeln!(out, "metadata:")?;
+    let key_w = file
+        .metadata()
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    let types: Vec<String> = file
+        .metadata()
+        .iter()
+        .map(|(_, v)| match v {
+            Value::Array(a) => format!("[{}; {}]", a.value_type(), a.len()),
+            other => other.value_type().name().to_owned(),
+        })
+        .collect();
+    let type_w = types.iter().map(|t| t.chars().count()).max().unwrap_or(0);
+    for ((k, v), ty) in file.metadata().iter().zip(&types) {
+        writeln!(out, "  {k:<key_w$}  {ty:<type_w$}  {}", value_text(v))?;
+    }
+
+    writeln!(out)?;
+    writeln!(out, "tensors:")?;
+    let header = ["name", "type", "dims", "elements", "bytes", "offset"];
+    let rows: Vec<[String; 6]> = file
+        .tensors()
+        .iter()
+        .map(|t| {
+            let dims: Vec<String> = t.dims.iter().map(u64::to_string).collect();
+            [
+                t.name.clone(),
+                t.format.name().to_owned(),
+                format!("[{}]", dims.join(", ")),
+                t.n_elements.to_string(),
+                t.n_bytes.to_string(),
+                t.offset.to_string(),
+            ]
+        })
+        .collect();
+    let mut w = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (wi, cell) in w.iter_mut().zip(row) {
+            *wi = (*wi).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 6]| {
+        format!(
+            "  {:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {:>w4$}  {:>w5$}",
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            cells[4],
+            cells[5],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4],
+            w5 = w[5],
+        )
+    };
+    writeln!(out, "{}", line(header).trim_end())?;
+    for row in &rows {
+        let cells = [
+            row[0].as_str(),
+            row[1].as_str(),
+            row[2].as_str(),
+            row[3].as_str(),
+            row[4].as_str(),
+            row[5].as_str(),
+        ];
+        writeln!(out, "{}", line(cells).trim_end())?;
+    }
+
+    // Totals, with bytes by type in type-id order.
+    let mut by_type: BTreeMap<crate::Format, (usize, u64)> = BTreeMap::new();
+    let (mut elements, mut bytes) = (0u64, 0u64);
+    for t in file.tensors() {
+        elements = elements.saturating_add(t.n_elements);
+        bytes = bytes.saturating_add(t.n_bytes);
+        let e = by_type.entry(t.format).or_default();
+        e.0 += 1;
+        e.1 = e.1.saturating_add(t.n_bytes);
+    }
+    let parts: Vec<String> = by_type
+        .iter()
+        .map(|(f, (n, b))| format!("{f}: {b} bytes in {n}"))
+        .collect();
+    write!(
+        out,
+        "total: {} tensors, {elements} elements, {bytes} bytes",
+        file.tensors().len()
+    )?;
+    if parts.is_empty() {
+        writeln!(out)
+    } else {
+        writeln!(out, " ({})", parts.join(", "))
+    }
+}
+
+fn string_text(s: &GgufString) -> String {
+    let lossy = s.to_string_lossy();
+    let n = lossy.chars().count();
+    if n <= TEXT_STRING_MAX {
+        format!("{lossy:?}")
+    } else {
+        let cut: String = lossy.chars().take(TEXT_STRING_MAX).collect();
+        format!("{cut:?}… ({} bytes)", s.len())
+    }
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => string_text(s),
+        Value::Array(a) => {
+            let mut items: Vec<String> =
+                a.iter().take(ARRAY_HEAD).map(|x| value_text(&x)).collect();
+            if a.len() > ARRAY_HEAD {
+                items.push(format!("… {} more", a.len() - ARRAY_HEAD));
+            }
+            format!("[{}]", items.join(", "))
+        }
+        Value::U8(x) => x.to_string(),
+        Value::I8(x) => x.to_string(),
+        Value::U16(x) => x.to_string(),
+        Value::I16(x) => x.to_string(),
+        Value::U32(x) => x.to_string(),
+        Value::I32(x) => x.to_string(),
+        Value::U64(x) => x.to_string(),
+        Value::I64(x) => x.to_string(),
+        Value::F32(x) => x.to_string(),
+        Value::F64(x) => x.to_string(),
+        Value::Bool(b) => b.to_string(),
+    }
+}

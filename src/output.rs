@@ -105,13 +105,16 @@ pub fn write(
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let tmp = tempfile::Builder::new()
-        .prefix(".gguf-dequant-")
-        .suffix(".partial")
-        .tempfile_in(dir)
-        .map_err(|e| io_error(dir, e))?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".gguf-dequant-").suffix(".partial");
+    // A normal new file's mode (0666 less the umask), not tempfile's private 0600.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let tmp = builder.tempfile_in(dir).map_err(|e| io_error(dir, e))?;
     match format {
-        OutputFormat::Safetensors => write_safetensors(path, &tmp, dtype, tensors, metadata, decode)?,
+        OutputFormat::Safetensors => {
+            write_safetensors(path, &tmp, dtype, tensors, metadata, decode)?
+        }
         OutputFormat::Npy => write_single(&tmp, Some(dtype), &tensors[0], decode)?,
         OutputFormat::Bin => write_single(&tmp, None, &tensors[0], decode)?,
     }
@@ -132,7 +135,9 @@ fn write_single(
             DType::F16 => "<f2",
             _ => "<f4",
         };
-        let descr: npyz::TypeStr = descr.parse().map_err(|e| output_error(path, &format!("{e}")))?;
+        let descr: npyz::TypeStr = descr
+            .parse()
+            .map_err(|e| output_error(path, &format!("{e}")))?;
         let shape: Vec<u64> = tensor.shape.iter().map(|&d| d as u64).collect();
         npyz::WriteOptions::new_header_only()
             .dtype(npyz::DType::Plain(descr))
@@ -217,11 +222,19 @@ fn write_safetensors(
         };
         (t.name.as_str(), view)
     });
-    let result = safetensors::serialize_to_file(views, metadata, tmp.path());
+    // serialize_to_file replaces our temporary file with its own private (0600) one: keep our mode.
+    let mode = tmp
+        .as_file()
+        .metadata()
+        .map_err(|e| io_error(dest, e))?
+        .permissions();
+    let result = safetensors::serialize_to_file(views, metadata, tmp.path())
+        .map_err(|e| output_error(dest, &format!("safetensors: {e}")))
+        .and_then(|()| std::fs::set_permissions(tmp.path(), mode).map_err(|e| io_error(dest, e)));
     if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
-    result.map_err(|e| output_error(dest, &format!("safetensors: {e}")))
+    result
 }
 
 fn output_error(path: &Path, reason: &str) -> Error {

@@ -30,19 +30,39 @@ pub struct Field {
 impl Field {
     /// An f16 field at `offset`.
     pub const fn f16(name: &'static str, offset: usize) -> Field {
-        Field { name, offset, len: 2, kind: FieldKind::F16 }
+        Field {
+            name,
+            offset,
+            len: 2,
+            kind: FieldKind::F16,
+        }
     }
     /// An f32 field at `offset`.
     pub const fn f32(name: &'static str, offset: usize) -> Field {
-        Field { name, offset, len: 4, kind: FieldKind::F32 }
+        Field {
+            name,
+            offset,
+            len: 4,
+            kind: FieldKind::F32,
+        }
     }
     /// An unsigned little-endian integer field of `len` bytes at `offset`.
     pub const fn uint(name: &'static str, offset: usize, len: usize) -> Field {
-        Field { name, offset, len, kind: FieldKind::Uint }
+        Field {
+            name,
+            offset,
+            len,
+            kind: FieldKind::Uint,
+        }
     }
     /// A run of `len` packed bytes at `offset`.
     pub const fn bytes(name: &'static str, offset: usize, len: usize) -> Field {
-        Field { name, offset, len, kind: FieldKind::Bytes }
+        Field {
+            name,
+            offset,
+            len,
+            kind: FieldKind::Bytes,
+        }
     }
 }
 

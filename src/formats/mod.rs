@@ -1,6 +1,6 @@
 //! The format registry: every live ggml tensor type, its block geometry, field layout and CPU codec.
 //!
-//! Each format is one line of [`for_each_format!`], one Rust module named after it
+//! Each format is one line of `for_each_format!`, one Rust module named after it
 //! (`src/formats/<family>/<name>.rs`) and, for the GPU, one WGSL file with the same stem. Nothing else
 //! in the crate matches over every format by hand.
 
@@ -193,7 +193,7 @@ impl Format {
     /// whole number of blocks or the size overflows `u64`.
     pub const fn bytes_for(self, n_elements: u64) -> Option<u64> {
         let elems = self.block_elems() as u64;
-        if n_elements % elems != 0 {
+        if !n_elements.is_multiple_of(elems) {
             return None;
         }
         (n_elements / elems).checked_mul(self.block_bytes() as u64)

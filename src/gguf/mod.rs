@@ -1,9 +1,246 @@
-//! GGUF reading and writing.
+//! GGUF reading and writing: a hardened, memory-mapped, zero-copy reader and a writer.
+//!
+//! # File layout (GGUF v2 and v3, little-endian)
+//!
+//! | field | type |
+//! |---|---|
+//! | magic | `b"GGUF"` |
+//! | version | u32: 2 or 3 |
+//! | tensor_count | u64 |
+//! | metadata_kv_count | u64 |
+//! | metadata | `metadata_kv_count` × (key: string, value type: u32, value) |
+//! | tensor infos | `tensor_count` × (name: string, n_dims: u32, dims: n_dims × u64, type: u32, offset: u64) |
+//! | padding | zeros to the next multiple of `general.alignment` (default 32) |
+//! | data | each tensor at `data_offset + offset` |
+//!
+//! A string is a u64 byte length and the bytes; an array is a u32 element type, a u64 count and
+//! the items (arrays may nest).
+//!
+//! # What the reader rejects
+//!
+//! [`parse`] (which [`GgufFile::open`] runs on the memory map) rejects, each with its own
+//! [`GgufError`] variant naming the byte offset and key or tensor:
+//!
+//! * a bad magic; version 1; a big-endian file (the version field byte-swapped); other versions;
+//! * a file that ends inside a field;
+//! * counts and lengths the file cannot physically hold: `tensor_count` × 32 bytes or
+//!   `metadata_kv_count` × 13 bytes beyond the rest of the file, string lengths past its end,
+//!   array counts × the item's smallest on-disk size beyond it. These checks run before anything
+//!   sized by the file is allocated, so a 40-byte file claiming 2⁶³ tensors fails at once;
+//! * arrays nested more than [`MAX_ARRAY_DEPTH`] deep;
+//! * unknown value types; bool bytes other than 0 and 1;
+//! * metadata keys that are not UTF-8 or appear twice (string *values* are kept as raw bytes:
+//!   real vocabularies hold tokens that are not UTF-8 on their own);
+//! * `general.alignment` that is not a `u32`, or is 0 or not a power of two;
+//! * tensor names that are not UTF-8, longer than [`MAX_TENSOR_NAME`] bytes, or repeated;
+//! * `n_dims` outside 1..=4; a dimension of 0 (ggml tolerates it, but a zero-element tensor has
+//!   nothing to decode and invites division by zero in row arithmetic, and no real model has one);
+//!   an element count that overflows ggml's `int64_t`;
+//! * removed and unknown ggml type ids ([`Format::from_id`]); `ne0` not a whole number of blocks;
+//!   a byte size that overflows u64;
+//! * tensor offsets that are not multiples of the alignment; tensor bytes past the end of the
+//!   file; tensors whose bytes overlap (gaps and any order are accepted);
+//! * type id 43 (F8_E4M3) unless laid out as 1 byte per element: the room the file gives the tensor
+//!   (to the next tensor, or the end of the file) must not exceed its size padded to the alignment
+//!   (spec §5: forks use id 43 for 34- and 132-byte block formats too).
+//!
+//! Tensor names may be up to 64 bytes (ggml's own loader, which stores a NUL, stops at 63).
+//!
+//! # Example
+//!
+//! ```
+//! use gguf_dequant::gguf::{parse, GgufWriter, Value};
+//! use gguf_dequant::Format;
+//!
+//! let mut w = GgufWriter::new();
+//! w.metadata("general.name", "tiny")
+//!     .tensor("w", vec![4, 2], Format::F32, vec![0u8; 32]);
+//! let header = parse(&w.to_bytes()).unwrap();
+//! assert_eq!(header.tensors[0].n_elements, 8);
+//! assert_eq!(header.get("general.name").and_then(Value::as_str), Some("tiny"));
+//! ```
 
-/// Placeholder until the reader lands.
-#[derive(Debug, thiserror::Error)]
-#[error("gguf")]
-pub struct GgufError;
+mod error;
+mod mmap;
+mod reader;
+mod value;
+mod writer;
 
-/// Placeholder until the reader lands.
-pub struct GgufFile;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use crate::formats::Format;
+use crate::{Error, Result};
+
+pub use error::GgufError;
+pub use reader::parse;
+pub use value::{Array, GgufString, Value, ValueType};
+pub use writer::GgufWriter;
+
+/// Alignment of tensor data when `general.alignment` is absent.
+pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// Deepest array nesting the reader accepts (an array directly in a key-value pair is depth 1).
+pub const MAX_ARRAY_DEPTH: usize = 8;
+/// Longest tensor name, in bytes, the reader accepts.
+pub const MAX_TENSOR_NAME: u64 = 64;
+
+/// Everything before the data section, validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Header {
+    /// GGUF version: 2 or 3.
+    pub version: u32,
+    /// `general.alignment`, or 32.
+    pub alignment: u64,
+    /// Absolute byte offset of the data section.
+    pub data_offset: u64,
+    /// Metadata key-value pairs, in file order; keys are unique.
+    pub metadata: Vec<(String, Value)>,
+    /// Tensor infos, in file order; names are unique.
+    pub tensors: Vec<TensorInfo>,
+}
+
+impl Header {
+    /// The metadata value for `key` (a linear search).
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// The tensor named `name` (a linear search).
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+}
+
+/// One tensor's info record, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// Name: UTF-8, at most [`MAX_TENSOR_NAME`] bytes, unique in the file.
+    pub name: String,
+    /// Dimensions in ggml order (`ne0` first, the fastest-varying); 1 to 4 of them, none 0.
+    pub dims: Vec<u64>,
+    /// The element format.
+    pub format: Format,
+    /// Offset of the data relative to the data section, as stored; a multiple of the alignment.
+    pub offset: u64,
+    /// Product of the dims.
+    pub n_elements: u64,
+    /// Bytes of data: `n_elements / block_elems * block_bytes`.
+    pub n_bytes: u64,
+}
+
+/// A memory-mapped, validated GGUF file.
+///
+/// Opening runs [`parse`] over the whole map; afterwards every [`TensorInfo`] it hands out has its
+/// bytes inside the map, and [`tensor_data`](GgufFile::tensor_data) is a zero-copy slice.
+#[derive(Debug)]
+pub struct GgufFile {
+    path: PathBuf,
+    map: mmap::Map,
+    header: Header,
+    /// Indices into `header.tensors`, sorted by name.
+    by_name: Vec<usize>,
+}
+
+impl GgufFile {
+    /// Opens, maps and validates the file at `path`.
+    ///
+    /// Errors: [`Error::Io`] if the file cannot be opened or mapped, [`Error::Gguf`] if it is not a
+    /// valid GGUF file (see the [module docs](self)).
+    pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
+        let path = path.as_ref().to_path_buf();
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = File::open(&path).map_err(io)?;
+        let map = mmap::Map::of(&file).map_err(io)?;
+        let header = parse(map.bytes()).map_err(|source| Error::Gguf {
+            path: path.clone(),
+            source,
+        })?;
+        let mut by_name: Vec<usize> = (0..header.tensors.len()).collect();
+        by_name.sort_by(|&a, &b| {
+            let name = |i: usize| header.tensors.get(i).map(|t| t.name.as_str());
+            name(a).cmp(&name(b))
+        });
+        Ok(GgufFile {
+            path,
+            map,
+            header,
+            by_name,
+        })
+    }
+
+    /// The path the file was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// GGUF version: 2 or 3.
+    pub fn version(&self) -> u32 {
+        self.header.version
+    }
+
+    /// `general.alignment`, or 32.
+    pub fn alignment(&self) -> u64 {
+        self.header.alignment
+    }
+
+    /// Absolute byte offset of the data section.
+    pub fn data_offset(&self) -> u64 {
+        self.header.data_offset
+    }
+
+    /// Metadata key-value pairs, in file order.
+    pub fn metadata(&self) -> &[(String, Value)] {
+        &self.header.metadata
+    }
+
+    /// The metadata value for `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.header.get(key)
+    }
+
+    /// Tensor infos, in file order.
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.header.tensors
+    }
+
+    /// The tensor named `name` (a binary search).
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        let k = self
+            .by_name
+            .binary_search_by(|&i| {
+                let n = self.header.tensors.get(i).map_or("", |t| t.name.as_str());
+                n.cmp(name)
+            })
+            .ok()?;
+        self.header.tensors.get(*self.by_name.get(k)?)
+    }
+
+    /// The tensor's bytes: a zero-copy slice of the map, exactly `t.n_bytes` long.
+    ///
+    /// `t` should come from this file; an info whose extent is not inside this file (one from
+    /// another file) gets an empty slice rather than a panic.
+    pub fn tensor_data(&self, t: &TensorInfo) -> &[u8] {
+        let range = self
+            .header
+            .data_offset
+            .checked_add(t.offset)
+            .and_then(|s| Some((s, s.checked_add(t.n_bytes)?)))
+            .and_then(|(s, e)| Some(usize::try_from(s).ok()?..usize::try_from(e).ok()?));
+        range
+            .and_then(|r| self.map.bytes().get(r))
+            .unwrap_or_default()
+    }
+
+    /// The whole validated header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The whole file, as mapped.
+    pub fn bytes(&self) -> &[u8] {
+        self.map.bytes()
+    }
+}

@@ -19,7 +19,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            let _ = writeln!(io::stderr(), "error: {e:#}");
+            let _ = writeln!(io::stderr(), "error: {e}");
             ExitCode::FAILURE
         }
     }
@@ -62,9 +62,10 @@ fn run(cli: Cli) -> Result<()> {
             bar.finish_and_clear();
             let secs = start.elapsed().as_secs_f64();
             eprintln!(
-                "wrote {} ({} tensors, {} values as {dtype}) in {secs:.2} s, {:.2} GB/s of quantised input",
+                "wrote {} ({} tensor{}, {} values as {dtype}) in {secs:.2} s, {:.2} GB/s of quantised input",
                 out.display(),
                 summary.tensors,
+                if summary.tensors == 1 { "" } else { "s" },
                 summary.values,
                 summary.bytes_read as f64 / secs / 1e9,
             );

