@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::formats::Format;
 use crate::gguf::GgufError;
+use crate::gpu::GpuError;
 
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -82,4 +83,7 @@ pub enum Error {
         /// What they were for.
         what: String,
     },
+    /// A GPU failure (adapter, device, shader, buffer, timeout): see [`GpuError`].
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
 }

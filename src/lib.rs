@@ -14,6 +14,7 @@ pub mod dtype;
 pub mod error;
 pub mod formats;
 pub mod gguf;
+pub mod gpu;
 pub mod inspect;
 pub mod output;
 

@@ -86,6 +86,9 @@ pub struct FormatSpec {
     /// CPU reference decoder: whole blocks of `src` into `dst`, where
     /// `dst.len() == src.len() / bytes * elems`.
     pub dequant_row: fn(&[u8], &mut [f32]),
+    /// The composed WGSL shader (f32 output) that decodes this format on the GPU, or `None` when
+    /// the format is decoded on the CPU only. All output variants: [`crate::gpu::shaders::source`].
+    pub wgsl: Option<&'static str>,
 }
 
 /// Why a ggml type id is not a [`Format`].
@@ -156,12 +159,13 @@ macro_rules! define_formats {
             /// Block geometry, layout and CPU codec.
             pub const fn spec(self) -> &'static FormatSpec {
                 match self {
-                    $(Format::$name => &FormatSpec {
+                    $(Format::$name => &const { FormatSpec {
                         elems: $($module)::+::ELEMS,
                         bytes: $($module)::+::BYTES,
                         fields: $($module)::+::FIELDS,
                         dequant_row: $($module)::+::dequant_row,
-                    },)*
+                        wgsl: crate::gpu::shaders::source(Format::$name, crate::DType::F32),
+                    } },)*
                 }
             }
         }

@@ -1,0 +1,18 @@
+// BF16 (ggml id 30): 1 value in 2 bytes. Spec: formats.md §4.1. CPU twin: src/formats/float/bf16.rs
+// Thread mapping: 8 consecutive values per invocation, read as four u32 words; f32 bits are the
+// bf16 bits shifted up by 16 (spec §2.2), so subnormals and NaN payloads pass through unchanged.
+
+const BLOCK_ELEMS: u32 = 1u;
+const BLOCK_BYTES: u32 = 2u;
+
+fn bf16x2(w: u32) -> vec2<u32> {
+    return vec2<u32>(w << 16u, w & 0xFFFF0000u);
+}
+
+fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+    let a = bf16x2(load_u32(base));
+    let b = bf16x2(load_u32(base + 4u));
+    let c = bf16x2(load_u32(base + 8u));
+    let d = bf16x2(load_u32(base + 12u));
+    return array<vec4<u32>, 2>(vec4<u32>(a, b), vec4<u32>(c, d));
+}

@@ -1,0 +1,17 @@
+// IQ4_NL (ggml id 20): 32 values in 18 bytes. Spec: formats.md §4.21. CPU twin: src/formats/iquant/iq4_nl.rs
+// Thread mapping: as Q4_0, 4 invocations per block, 8 values each; codes index KVALUES_IQ4NL.
+// Exact on every GPU: d * kvalue is one multiply of an integer below 2^7 by an f16 value.
+
+const BLOCK_ELEMS: u32 = 32u;
+const BLOCK_BYTES: u32 = 18u;
+const IQ4_NL_D: u32 = 0u;    // f16 scale
+const IQ4_NL_QS: u32 = 2u;   // 16 bytes: low nibbles y[0..16], high nibbles y[16..32]
+
+fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+    let d = f16_le(base + IQ4_NL_D);
+    let at = base + IQ4_NL_QS + 8u * (part & 1u);
+    let sh = 4u * (part >> 1u);
+    let lo = table4(KVALUES_IQ4NL, bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu));
+    let hi = table4(KVALUES_IQ4NL, bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu));
+    return bits8(d * vec4<f32>(lo), d * vec4<f32>(hi));
+}

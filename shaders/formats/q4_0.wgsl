@@ -1,0 +1,18 @@
+// Q4_0 (ggml id 2): 32 values in 18 bytes. Spec: formats.md §4.2. CPU twin: src/formats/legacy/q4_0.rs
+// Thread mapping: 4 invocations per block, 8 values each. Part p takes qs[8(p%2) .. 8(p%2)+8]:
+// its low nibbles for p < 2 (y[8p ..]), its high nibbles for p >= 2 (y[16 + 8(p-2) ..]).
+// Exact on every GPU: (q - 8) * d is one multiply of an integer below 2^4 by an f16 value.
+
+const BLOCK_ELEMS: u32 = 32u;
+const BLOCK_BYTES: u32 = 18u;
+const Q4_0_D: u32 = 0u;    // f16 scale
+const Q4_0_QS: u32 = 2u;   // 16 bytes: low nibbles y[0..16], high nibbles y[16..32]
+
+fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+    let d = f16_le(base + Q4_0_D);
+    let at = base + Q4_0_QS + 8u * (part & 1u);
+    let sh = 4u * (part >> 1u);
+    let lo = vec4<i32>(bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu)) - vec4<i32>(8);
+    let hi = vec4<i32>(bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu)) - vec4<i32>(8);
+    return bits8(vec4<f32>(lo) * d, vec4<f32>(hi) * d);
+}

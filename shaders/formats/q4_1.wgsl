@@ -1,0 +1,20 @@
+// Q4_1 (ggml id 3): 32 values in 20 bytes. Spec: formats.md §4.3. CPU twin: src/formats/legacy/q4_1.rs
+// Thread mapping: as Q4_0, 4 invocations per block, 8 values each.
+// y = q * d + m: the product of a code below 2^4 and an f16 value is exact in f32, so a driver
+// that contracts this to fma(q, d, m) rounds once either way: the result is the CPU's.
+
+const BLOCK_ELEMS: u32 = 32u;
+const BLOCK_BYTES: u32 = 20u;
+const Q4_1_D: u32 = 0u;    // f16 scale
+const Q4_1_M: u32 = 2u;    // f16 min (offset)
+const Q4_1_QS: u32 = 4u;   // 16 bytes: low nibbles y[0..16], high nibbles y[16..32]
+
+fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+    let d = f16_le(base + Q4_1_D);
+    let m = f16_le(base + Q4_1_M);
+    let at = base + Q4_1_QS + 8u * (part & 1u);
+    let sh = 4u * (part >> 1u);
+    let lo = bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu);
+    let hi = bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu);
+    return bits8(vec4<f32>(lo) * d + m, vec4<f32>(hi) * d + m);
+}

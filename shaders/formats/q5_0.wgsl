@@ -1,0 +1,22 @@
+// Q5_0 (ggml id 6): 32 values in 22 bytes. Spec: formats.md §4.4. CPU twin: src/formats/legacy/q5_0.rs
+// Thread mapping: as Q4_0, 4 invocations per block, 8 values each; value k of the block takes its
+// fifth bit from bit k of qh, so part p uses qh bits 8p .. 8p+8. qh sits at byte 2 of a 22-byte
+// block, so it is assembled from (up to) two tile words by load_u32.
+// Exact on every GPU: (q - 16) * d is one multiply of an integer below 2^5 by an f16 value.
+
+const BLOCK_ELEMS: u32 = 32u;
+const BLOCK_BYTES: u32 = 22u;
+const Q5_0_D: u32 = 0u;    // f16 scale
+const Q5_0_QH: u32 = 2u;   // u32 LE: bit k is the fifth bit of y[k]
+const Q5_0_QS: u32 = 6u;   // 16 bytes of low 4 bits: low nibbles y[0..16], high nibbles y[16..32]
+
+fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+    let d = f16_le(base + Q5_0_D);
+    let hb = (load_u32(base + Q5_0_QH) >> (8u * part)) & 0xFFu;
+    let at = base + Q5_0_QS + 8u * (part & 1u);
+    let sh = 4u * (part >> 1u);
+    let lo = bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu) | (bits4(hb, 0u) << vec4<u32>(4u));
+    let hi = bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu) | (bits4(hb, 4u) << vec4<u32>(4u));
+    let c = vec4<i32>(16);
+    return bits8(vec4<f32>(vec4<i32>(lo) - c) * d, vec4<f32>(vec4<i32>(hi) - c) * d);
+}

@@ -1,0 +1,14 @@
+// Q8_0 (ggml id 8): 32 values in 34 bytes. Spec: formats.md §4.6. CPU twin: src/formats/legacy/q8_0.rs
+// Thread mapping: 4 invocations per block, 8 values each: part p takes qs[8p .. 8p+8].
+// Exact on every GPU: int8 * d is one multiply of an integer below 2^8 by an f16 value.
+
+const BLOCK_ELEMS: u32 = 32u;
+const BLOCK_BYTES: u32 = 34u;
+const Q8_0_D: u32 = 0u;    // f16 scale
+const Q8_0_QS: u32 = 2u;   // int8[32]
+
+fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+    let d = f16_le(base + Q8_0_D);
+    let at = base + Q8_0_QS + 8u * part;
+    return bits8(vec4<f32>(sbytes4(load_u32(at))) * d, vec4<f32>(sbytes4(load_u32(at + 4u))) * d);
+}

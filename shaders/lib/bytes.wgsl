@@ -1,0 +1,57 @@
+// Byte, u16 and u32 extraction from the workgroup tile of raw source words.
+// CPU twins: u16_le / u32_le and plain byte indexing in src/formats/common.rs.
+//
+// `tile` (declared in lib/entry.wgsl) holds a block-aligned span of the source tensor, copied from
+// the `array<u32>` storage binding with coalesced word loads. `byte` is a byte offset into that
+// tile: the entry point passes each block's base as `skew + block * BLOCK_BYTES`, so fields at any
+// alignment (blocks of 17, 18, 22 or 34 bytes) are assembled here from whole words with shifts.
+// Packed bits only ever live in u32 values.
+
+// The byte at tile offset `byte`, in bits 0..8.
+fn load_u8(byte: u32) -> u32 {
+    return (tile[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xFFu;
+}
+
+// The little-endian u32 at tile offset `byte` (any alignment; may straddle two words).
+fn load_u32(byte: u32) -> u32 {
+    let w = byte >> 2u;
+    let sh = (byte & 3u) * 8u;
+    // A shift by 32 is not a no-op in WGSL (the amount is taken mod 32), hence the select.
+    let hi = select(0u, tile[w + 1u] << ((32u - sh) & 31u), sh != 0u);
+    return (tile[w] >> sh) | hi;
+}
+
+// The little-endian u16 at tile offset `byte` (any alignment), in bits 0..16.
+fn load_u16(byte: u32) -> u32 {
+    return load_u32(byte) & 0xFFFFu;
+}
+
+// The four bytes of `w` as lanes, unsigned (byte k of the word in lane k).
+fn bytes4(w: u32) -> vec4<u32> {
+    return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
+}
+
+// The four bytes of `w` as lanes, sign-extended from int8 (ggml's `int8_t` codes).
+fn sbytes4(w: u32) -> vec4<i32> {
+    return bitcast<vec4<i32>>(vec4<u32>(w) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u);
+}
+
+// Byte `i` (0..16) of a 16-entry int8 table packed four per word, sign-extended.
+fn table_i8(t: vec4<u32>, i: u32) -> i32 {
+    return bitcast<i32>((t[i >> 2u] >> ((i & 3u) * 8u)) << 24u) >> 24u;
+}
+
+// Bits k0 .. k0+4 of `b` as lanes (0 or 1).
+fn bits4(b: u32, k0: u32) -> vec4<u32> {
+    return (vec4<u32>(b) >> (vec4<u32>(0u, 1u, 2u, 3u) + k0)) & vec4<u32>(1u);
+}
+
+// The four codes `c` looked up in a packed 16-entry int8 table.
+fn table4(t: vec4<u32>, c: vec4<u32>) -> vec4<i32> {
+    return vec4<i32>(table_i8(t, c.x), table_i8(t, c.y), table_i8(t, c.z), table_i8(t, c.w));
+}
+
+// Eight f32 values as the two vec4 words of f32 bits that `dequant8` returns.
+fn bits8(a: vec4<f32>, b: vec4<f32>) -> array<vec4<u32>, 2> {
+    return array<vec4<u32>, 2>(bitcast<vec4<u32>>(a), bitcast<vec4<u32>>(b));
+}

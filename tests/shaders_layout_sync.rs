@@ -1,0 +1,114 @@
+//! Each composed shader's `BLOCK_*` and `<FMT>_<FIELD>` constants, read from naga's module, equal
+//! the registry and the Rust `FIELDS` table of the CPU twin; the WGSL lookup tables equal
+//! `formats::tables`; each format file opens with the twin header. No GPU needed.
+
+use gguf_dequant::formats::tables;
+use gguf_dequant::gpu::shaders;
+use gguf_dequant::{DType, Format};
+
+/// Every `const` of the module whose value is a u32 literal or a vector of them, by name.
+fn consts(src: &str) -> Vec<(String, Vec<u32>)> {
+    let module = naga::front::wgsl::parse_str(src).expect("parses");
+    let mut out = Vec::new();
+    for (_, c) in module.constants.iter() {
+        let Some(name) = c.name.clone() else { continue };
+        let lit = |h: naga::Handle<naga::Expression>| match module.global_expressions[h] {
+            naga::Expression::Literal(naga::Literal::U32(v)) => Some(v),
+            _ => None,
+        };
+        let value = match &module.global_expressions[c.init] {
+            naga::Expression::Literal(naga::Literal::U32(v)) => vec![*v],
+            naga::Expression::Compose { components, .. } => {
+                components.iter().filter_map(|&h| lit(h)).collect()
+            }
+            _ => continue,
+        };
+        out.push((name, value));
+    }
+    out
+}
+
+#[test]
+fn field_and_block_constants_match_the_registry() {
+    let mut failures = Vec::new();
+    for &f in Format::ALL {
+        let Some(src) = shaders::source(f, DType::F32) else {
+            continue;
+        };
+        assert_eq!(f.spec().wgsl, Some(src), "{f}: registry wgsl");
+        let consts = consts(src);
+        let get = |n: &str| consts.iter().find(|(name, _)| name == n).map(|(_, v)| v[0]);
+        if get("BLOCK_ELEMS") != Some(f.block_elems() as u32) {
+            failures.push(format!("{f}: BLOCK_ELEMS {:?} != {}", get("BLOCK_ELEMS"), f.block_elems()));
+        }
+        if get("BLOCK_BYTES") != Some(f.block_bytes() as u32) {
+            failures.push(format!("{f}: BLOCK_BYTES {:?} != {}", get("BLOCK_BYTES"), f.block_bytes()));
+        }
+        let prefix = format!("{}_", f.name());
+        for field in f.spec().fields {
+            let name = format!("{prefix}{}", field.name.to_uppercase());
+            if get(&name) != Some(field.offset as u32) {
+                failures.push(format!(
+                    "{f}: {name} = {:?}, Rust FIELDS says {}",
+                    get(&name),
+                    field.offset
+                ));
+            }
+        }
+        // ... and the shader has no field constant that the Rust table lacks.
+        for (name, _) in &consts {
+            if let Some(field) = name.strip_prefix(&prefix) {
+                if !f.spec().fields.iter().any(|x| x.name.eq_ignore_ascii_case(field)) {
+                    failures.push(format!("{f}: WGSL {name} is not in the Rust FIELDS"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn wgsl_tables_match_rust_tables() {
+    let pack = |t: &[i8; 16]| -> Vec<u32> {
+        t.chunks(4)
+            .map(|c| u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]))
+            .collect()
+    };
+    for (f, name, table) in [
+        (Format::IQ4_NL, "KVALUES_IQ4NL", &tables::KVALUES_IQ4NL),
+        (Format::MXFP4, "KVALUES_FP4", &tables::KVALUES_FP4),
+        (Format::NVFP4, "KVALUES_FP4", &tables::KVALUES_FP4),
+    ] {
+        assert!(shaders::tables(f).contains(&name.to_lowercase().as_str()), "{f} lists {name}");
+        let consts = consts(shaders::source(f, DType::F32).unwrap());
+        let got = consts.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        assert_eq!(got, Some(pack(table)), "{f}: {name}");
+    }
+}
+
+#[test]
+fn format_files_open_with_the_twin_header() {
+    for &f in Format::ALL {
+        let Some(stem) = shaders::stem(f) else {
+            continue;
+        };
+        let path = format!("{}/shaders/formats/{stem}.wgsl", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let first = text.lines().next().unwrap();
+        let values = if f.block_elems() == 1 {
+            "1 value".to_string()
+        } else {
+            format!("{} values", f.block_elems())
+        };
+        let want = format!(
+            "// {} (ggml id {}): {values} in {} bytes. Spec: formats.md §",
+            f.name(),
+            f.id(),
+            f.block_bytes()
+        );
+        assert!(first.starts_with(&want), "{path}: `{first}` should start with `{want}`");
+        let twin = first.split("CPU twin: ").nth(1).expect("names its CPU twin");
+        let rust = format!("{}/{twin}", env!("CARGO_MANIFEST_DIR"));
+        assert!(std::path::Path::new(&rust).exists(), "{path}: CPU twin {rust} exists");
+    }
+}
