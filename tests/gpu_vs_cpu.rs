@@ -55,7 +55,8 @@ fn sentinel(backend: Backend, test: &str) {
             let n_blocks: u64 = if format.block_elems() == 1 { 1031 } else { 37 };
             let src = random_blocks(format, n_blocks as usize, 7);
             let want = cpu(format, &src, dtype);
-            let (src_len, dst_len) = gguf_dequant::gpu::upload::padded(format, n_blocks, dtype.size() as u64);
+            let (src_len, dst_len) =
+                gguf_dequant::gpu::upload::padded(format, n_blocks, dtype.size() as u64);
             let src_offset = align;
             let mut src_bytes = vec![0xA5u8; (src_offset + src_len) as usize];
             src_bytes[src_offset as usize..src_offset as usize + src.len()].copy_from_slice(&src);
@@ -110,7 +111,9 @@ fn sentinel(backend: Backend, test: &str) {
             let (head, rest) = got.split_at(align as usize);
             let (values, tail) = rest.split_at(want.len());
             if head.iter().chain(tail).any(|&b| b != SENTINEL) {
-                failures.push(format!("{format} to {dtype}: bytes outside the output were touched"));
+                failures.push(format!(
+                    "{format} to {dtype}: bytes outside the output were touched"
+                ));
             }
             // The sentinel NaN would compare equal to a NaN result, so check it was overwritten:
             // a value still equal to the sentinel bits where the CPU has other bits is unwritten.
@@ -118,7 +121,11 @@ fn sentinel(backend: Backend, test: &str) {
                 failures.push(e);
             }
             let n = want.len() / dtype.size();
-            let sentinel_bits = if dtype == DType::F32 { u32::MAX } else { 0xFFFF };
+            let sentinel_bits = if dtype == DType::F32 {
+                u32::MAX
+            } else {
+                0xFFFF
+            };
             if let Some(i) = (0..n).find(|&i| {
                 value(dtype, values, i) == sentinel_bits && value(dtype, &want, i) != sentinel_bits
             }) {
@@ -204,7 +211,10 @@ fn flushes_subnormals(engine: &GpuEngine) -> bool {
     let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: None,
         layout: &pipeline.get_bind_group_layout(0),
-        entries: &[wgpu::BindGroupEntry { binding: 0, resource: buf.as_entire_binding() }],
+        entries: &[wgpu::BindGroupEntry {
+            binding: 0,
+            resource: buf.as_entire_binding(),
+        }],
     });
     let mut encoder = device.create_command_encoder(&Default::default());
     {
@@ -217,9 +227,16 @@ fn flushes_subnormals(engine: &GpuEngine) -> bool {
     let index = engine.queue().submit([encoder.finish()]);
     staging.map_async(wgpu::MapMode::Read, .., |r| r.unwrap());
     device
-        .poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None })
+        .poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: None,
+        })
         .unwrap();
-    let got = u32::from_le_bytes(staging.get_mapped_range(..).unwrap()[8..12].try_into().unwrap());
+    let got = u32::from_le_bytes(
+        staging.get_mapped_range(..).unwrap()[8..12]
+            .try_into()
+            .unwrap(),
+    );
     got != (f32::from_bits(0x0020_0000) * 3.0).to_bits()
 }
 
@@ -252,7 +269,10 @@ fn mxfp4_subnormal_scales(backend: Backend, test: &str) {
             v != 0 && v < 0x0080_0000
         })
         .count();
-    assert!(subnormals > 100, "the input exercises subnormal results ({subnormals})");
+    assert!(
+        subnormals > 100,
+        "the input exercises subnormal results ({subnormals})"
+    );
     for dtype in DType::ALL {
         let gpu = engine.dequant(Format::MXFP4, &src, dtype).unwrap();
         compare(Format::MXFP4, dtype, &gpu, &cpu(Format::MXFP4, &src, dtype))
@@ -266,11 +286,21 @@ fn typed_errors(backend: Backend, test: &str) {
     let Some(engine) = engine(backend, test, EngineOptions::default()) else {
         return;
     };
-    let err = engine.dequant(Format::Q4_0, &[0u8; 19], DType::F32).unwrap_err();
-    assert!(matches!(err, gguf_dequant::Error::PartialBlock { .. }), "{err}");
-    let err = engine.dequant(Format::Q4_K, &[0u8; 144], DType::F32).unwrap_err();
+    let err = engine
+        .dequant(Format::Q4_0, &[0u8; 19], DType::F32)
+        .unwrap_err();
+    assert!(
+        matches!(err, gguf_dequant::Error::PartialBlock { .. }),
+        "{err}"
+    );
+    let err = engine
+        .dequant(Format::Q4_K, &[0u8; 144], DType::F32)
+        .unwrap_err();
     assert!(matches!(err, gguf_dequant::Error::Gpu(_)), "{err}");
-    assert!(engine.dequant(Format::Q8_0, &[], DType::F16).unwrap().is_empty());
+    assert!(engine
+        .dequant(Format::Q8_0, &[], DType::F16)
+        .unwrap()
+        .is_empty());
     let buf = engine.device().create_buffer(&wgpu::BufferDescriptor {
         label: None,
         size: 4096,
@@ -291,3 +321,93 @@ fn typed_errors(backend: Backend, test: &str) {
     assert!(err.to_string().contains("multiples"), "{err}");
 }
 per_backend!(errors_are_typed, typed_errors);
+
+/// Exhaustive and edge codes: every f16 and bf16 bit pattern and every F8_E4M3 byte; f32 values
+/// at and around every f16 rounding boundary (ties, subnormals, overflow, NaN payloads) for the
+/// f16/bf16 output rounding; subnormal, tiny and huge f16 scales in every scaled block format; all
+/// 256 NVFP4 scale codes (0x80..0xFF included, where bit 7 is ignored).
+fn edge_codes(backend: Backend, test: &str) {
+    let Some(engine) = engine(backend, test, EngineOptions::default()) else {
+        return;
+    };
+    let mut cases: Vec<(Format, Vec<u8>)> = Vec::new();
+    let all16: Vec<u8> = (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect();
+    cases.push((Format::F16, all16.clone()));
+    cases.push((Format::BF16, all16));
+    cases.push((Format::F8_E4M3, (0..=255u8).collect()));
+    let mut f32s: Vec<u32> = Vec::new();
+    for h in 0..0x7C00u16 {
+        let x = half::f16::from_bits(h).to_f32().to_bits();
+        let next = half::f16::from_bits(h + 1).to_f32().to_bits();
+        let tie = (f32::from_bits(x) / 2.0 + f32::from_bits(next) / 2.0).to_bits();
+        for v in [x, x + 1, x.saturating_sub(1), tie, tie + 1, tie - 1] {
+            f32s.extend([v, v | 0x8000_0000]);
+        }
+    }
+    f32s.extend([
+        1,
+        0x0040_0000,
+        0x007F_FFFF,
+        0x7F80_0000,
+        0x7F80_0001,
+        0x7FC0_1234,
+        0xFFFF_FFFF,
+        0x7F7F_FFFF,
+        0x3380_0000,
+    ]);
+    cases.push((
+        Format::F32,
+        f32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    ));
+    let scales: [u16; 10] = [
+        0x0000, 0x0001, 0x0003, 0x03FF, 0x0400, 0x1000, 0x3C00, 0x7BFF, 0x8001, 0xFBFF,
+    ];
+    let mut rng = Rng(42);
+    for format in gpu_formats() {
+        let spec = format.spec();
+        let f16_fields: Vec<usize> = spec
+            .fields
+            .iter()
+            .filter(|f| f.kind == gguf_dequant::formats::field::FieldKind::F16)
+            .map(|f| f.offset)
+            .collect();
+        if f16_fields.is_empty() {
+            continue;
+        }
+        let mut src = vec![0u8; spec.bytes * scales.len() * scales.len()];
+        rng.fill(&mut src);
+        for (i, block) in src.chunks_exact_mut(spec.bytes).enumerate() {
+            for (k, &off) in f16_fields.iter().enumerate() {
+                let s = scales[(i / scales.len().pow(k as u32)) % scales.len()];
+                block[off..off + 2].copy_from_slice(&s.to_le_bytes());
+            }
+        }
+        cases.push((format, src));
+    }
+    let mut nv = vec![0u8; 64 * 36];
+    rng.fill(&mut nv);
+    for (i, block) in nv.chunks_exact_mut(36).enumerate() {
+        block[..4].copy_from_slice(&[
+            4 * i as u8,
+            4 * i as u8 + 1,
+            4 * i as u8 + 2,
+            4 * i as u8 + 3,
+        ]);
+    }
+    cases.push((Format::NVFP4, nv));
+    let mut failures = Vec::new();
+    for (format, src) in &cases {
+        for dtype in DType::ALL {
+            match engine.dequant(*format, src, dtype) {
+                Ok(gpu) => {
+                    if let Err(e) = compare(*format, dtype, &gpu, &cpu(*format, src, dtype)) {
+                        failures.push(e);
+                    }
+                }
+                Err(e) => failures.push(format!("{format} to {dtype}: {e}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{backend}:\n{}", failures.join("\n"));
+}
+per_backend!(edge_codes_exhaustive, edge_codes);

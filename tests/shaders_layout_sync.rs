@@ -39,10 +39,18 @@ fn field_and_block_constants_match_the_registry() {
         let consts = consts(src);
         let get = |n: &str| consts.iter().find(|(name, _)| name == n).map(|(_, v)| v[0]);
         if get("BLOCK_ELEMS") != Some(f.block_elems() as u32) {
-            failures.push(format!("{f}: BLOCK_ELEMS {:?} != {}", get("BLOCK_ELEMS"), f.block_elems()));
+            failures.push(format!(
+                "{f}: BLOCK_ELEMS {:?} != {}",
+                get("BLOCK_ELEMS"),
+                f.block_elems()
+            ));
         }
         if get("BLOCK_BYTES") != Some(f.block_bytes() as u32) {
-            failures.push(format!("{f}: BLOCK_BYTES {:?} != {}", get("BLOCK_BYTES"), f.block_bytes()));
+            failures.push(format!(
+                "{f}: BLOCK_BYTES {:?} != {}",
+                get("BLOCK_BYTES"),
+                f.block_bytes()
+            ));
         }
         let prefix = format!("{}_", f.name());
         for field in f.spec().fields {
@@ -58,7 +66,12 @@ fn field_and_block_constants_match_the_registry() {
         // ... and the shader has no field constant that the Rust table lacks.
         for (name, _) in &consts {
             if let Some(field) = name.strip_prefix(&prefix) {
-                if !f.spec().fields.iter().any(|x| x.name.eq_ignore_ascii_case(field)) {
+                if !f
+                    .spec()
+                    .fields
+                    .iter()
+                    .any(|x| x.name.eq_ignore_ascii_case(field))
+                {
                     failures.push(format!("{f}: WGSL {name} is not in the Rust FIELDS"));
                 }
             }
@@ -79,9 +92,15 @@ fn wgsl_tables_match_rust_tables() {
         (Format::MXFP4, "KVALUES_FP4", &tables::KVALUES_FP4),
         (Format::NVFP4, "KVALUES_FP4", &tables::KVALUES_FP4),
     ] {
-        assert!(shaders::tables(f).contains(&name.to_lowercase().as_str()), "{f} lists {name}");
+        assert!(
+            shaders::tables(f).contains(&name.to_lowercase().as_str()),
+            "{f} lists {name}"
+        );
         let consts = consts(shaders::source(f, DType::F32).unwrap());
-        let got = consts.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        let got = consts
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone());
         assert_eq!(got, Some(pack(table)), "{f}: {name}");
     }
 }
@@ -106,9 +125,18 @@ fn format_files_open_with_the_twin_header() {
             f.id(),
             f.block_bytes()
         );
-        assert!(first.starts_with(&want), "{path}: `{first}` should start with `{want}`");
-        let twin = first.split("CPU twin: ").nth(1).expect("names its CPU twin");
+        assert!(
+            first.starts_with(&want),
+            "{path}: `{first}` should start with `{want}`"
+        );
+        let twin = first
+            .split("CPU twin: ")
+            .nth(1)
+            .expect("names its CPU twin");
         let rust = format!("{}/{twin}", env!("CARGO_MANIFEST_DIR"));
-        assert!(std::path::Path::new(&rust).exists(), "{path}: CPU twin {rust} exists");
+        assert!(
+            std::path::Path::new(&rust).exists(),
+            "{path}: CPU twin {rust} exists"
+        );
     }
 }

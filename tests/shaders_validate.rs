@@ -125,7 +125,13 @@ fn baseline_uses_no_f16_builtins_and_no_copied_helpers() {
             assert!(!code.contains(banned), "{label} uses `{banned}`");
         }
         // Each helper is defined exactly once in the composed source (composition, not copies).
-        for helper in ["fn load_u8(", "fn load_u16(", "fn f16_le(", "fn f32_bits_to_f16(", "fn main("] {
+        for helper in [
+            "fn load_u8(",
+            "fn load_u16(",
+            "fn f16_le(",
+            "fn f32_bits_to_f16(",
+            "fn main(",
+        ] {
             assert_eq!(code.matches(helper).count(), 1, "{label}: `{helper}`");
         }
     }
@@ -133,8 +139,18 @@ fn baseline_uses_no_f16_builtins_and_no_copied_helpers() {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let text = strip_comments(&std::fs::read_to_string(&path).unwrap());
-        for helper in ["fn load_u8(", "fn load_u32(", "fn f16_le(", "fn f16_to_f32_bits(", "@compute"] {
-            assert!(!text.contains(helper), "{} defines `{helper}`", path.display());
+        for helper in [
+            "fn load_u8(",
+            "fn load_u32(",
+            "fn f16_le(",
+            "fn f16_to_f32_bits(",
+            "@compute",
+        ] {
+            assert!(
+                !text.contains(helper),
+                "{} defines `{helper}`",
+                path.display()
+            );
         }
     }
 }

@@ -71,7 +71,13 @@ pub enum Backend {
 
 impl Backend {
     /// Every backend, `Auto` first.
-    pub const ALL: [Backend; 5] = [Backend::Auto, Backend::Vulkan, Backend::Gl, Backend::Metal, Backend::Dx12];
+    pub const ALL: [Backend; 5] = [
+        Backend::Auto,
+        Backend::Vulkan,
+        Backend::Gl,
+        Backend::Metal,
+        Backend::Dx12,
+    ];
 
     /// Lower-case name (`auto`, `vulkan`, `gl`, `metal`, `dx12`).
     pub const fn name(self) -> &'static str {
@@ -87,7 +93,12 @@ impl Backend {
     /// The wgpu backends this selects.
     pub fn wgpu_backends(self) -> wgpu::Backends {
         match self {
-            Backend::Auto => wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12 | wgpu::Backends::GL,
+            Backend::Auto => {
+                wgpu::Backends::VULKAN
+                    | wgpu::Backends::METAL
+                    | wgpu::Backends::DX12
+                    | wgpu::Backends::GL
+            }
             Backend::Vulkan => wgpu::Backends::VULKAN,
             Backend::Gl => wgpu::Backends::GL,
             Backend::Metal => wgpu::Backends::METAL,
@@ -216,7 +227,11 @@ impl fmt::Debug for GpuEngine {
 
 /// Runs `f` inside out-of-memory, validation and internal error scopes and turns what they caught
 /// into a [`GpuError`] naming `what`.
-pub(crate) fn scoped<T>(device: &wgpu::Device, what: &str, f: impl FnOnce() -> T) -> Result<T, GpuError> {
+pub(crate) fn scoped<T>(
+    device: &wgpu::Device,
+    what: &str,
+    f: impl FnOnce() -> T,
+) -> Result<T, GpuError> {
     let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
@@ -289,8 +304,16 @@ impl GpuEngine {
         let backend = backend.resolve()?;
         let (usable, seen) = adapters(backend.wgpu_backends());
         let Some(adapter) = usable.into_iter().next() else {
-            let seen = if seen.is_empty() { "none".to_string() } else { seen.join(", ") };
-            return Err(GpuError::NoAdapter { backend: backend.to_string(), seen }.into());
+            let seen = if seen.is_empty() {
+                "none".to_string()
+            } else {
+                seen.join(", ")
+            };
+            return Err(GpuError::NoAdapter {
+                backend: backend.to_string(),
+                seen,
+            }
+            .into());
         };
         let info = adapter.get_info();
         let desc = wgpu::DeviceDescriptor {
@@ -299,16 +322,22 @@ impl GpuEngine {
             required_limits: adapter.limits(),
             ..Default::default()
         };
-        let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| GpuError::RequestDevice {
-            adapter: describe(&info),
-            reason: e.to_string(),
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| {
+            GpuError::RequestDevice {
+                adapter: describe(&info),
+                reason: e.to_string(),
+            }
         })?;
         GpuEngine::from_device(device, queue, options)
     }
 
     /// An engine on a caller's device and queue (e.g. to share buffers with a renderer or an
     /// inference engine). The engine uses the device's limits as they are.
-    pub fn from_device(device: wgpu::Device, queue: wgpu::Queue, options: EngineOptions) -> Result<GpuEngine> {
+    pub fn from_device(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        options: EngineOptions,
+    ) -> Result<GpuEngine> {
         let state = Arc::new(DeviceState::default());
         if options.install_handlers {
             let s = state.clone();
@@ -362,8 +391,10 @@ impl GpuEngine {
 
     /// The storage-binding size in use: the device limit, or the smaller forced limit.
     pub fn max_binding_size(&self) -> u64 {
-        let device = self.limits.max_storage_buffer_binding_size as u64;
-        self.options.max_binding_size.map_or(device, |m| m.min(device))
+        let device = self.limits.max_storage_buffer_binding_size;
+        self.options
+            .max_binding_size
+            .map_or(device, |m| m.min(device))
     }
 
     /// The alignment every storage-binding offset keeps (`min_storage_buffer_offset_alignment`).
@@ -374,22 +405,40 @@ impl GpuEngine {
     /// The number of binding windows [`GpuEngine::record`] splits `n_blocks` blocks of `format`
     /// into when decoding to `dtype` (1 when the tensor fits one binding).
     pub fn window_count(&self, format: Format, dtype: DType, n_blocks: u64) -> Result<u64> {
-        let plan = upload::plan(format, dtype.size() as u64, self.max_binding_size(), self.offset_alignment())?;
+        let plan = upload::plan(
+            format,
+            dtype.size() as u64,
+            self.max_binding_size(),
+            self.offset_alignment(),
+        )?;
         Ok(plan.windows(n_blocks).count() as u64)
     }
 
     /// Compiles (once) the pipeline that decodes `format` to `dtype`, so that later calls do not
     /// pay for it and shader problems surface early.
     pub fn prepare(&self, format: Format, dtype: DType) -> Result<()> {
-        self.pipelines.get(&self.device, (format, dtype, Variant::Baseline))?;
+        self.pipelines
+            .get(&self.device, (format, dtype, Variant::Baseline))?;
         Ok(self.check()?)
     }
 
     fn check(&self) -> Result<(), GpuError> {
-        if let Some(m) = self.state.lost.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        if let Some(m) = self
+            .state
+            .lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
             return Err(GpuError::DeviceLost(m));
         }
-        if let Some(m) = self.state.uncaptured.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(m) = self
+            .state
+            .uncaptured
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             return Err(GpuError::Uncaptured(m));
         }
         Ok(())
@@ -398,8 +447,18 @@ impl GpuEngine {
     /// Records the commands that decode `job` into `encoder`, binding the buffers in windows of at
     /// most [`GpuEngine::max_binding_size`] bytes. Nothing is submitted.
     pub fn record(&self, encoder: &mut wgpu::CommandEncoder, job: &DequantJob<'_>) -> Result<()> {
-        let DequantJob { format, dtype, src, src_offset, n_blocks, dst, dst_offset } = *job;
-        let pipeline = self.pipelines.get(&self.device, (format, dtype, Variant::Baseline))?;
+        let DequantJob {
+            format,
+            dtype,
+            src,
+            src_offset,
+            n_blocks,
+            dst,
+            dst_offset,
+        } = *job;
+        let pipeline = self
+            .pipelines
+            .get(&self.device, (format, dtype, Variant::Baseline))?;
         if n_blocks == 0 {
             return Ok(());
         }
@@ -412,67 +471,90 @@ impl GpuEngine {
                 "offsets {src_offset} and {dst_offset} must be multiples of {align} (and 16 for the output)"
             )));
         }
-        if src_offset.checked_add(src_len).is_none_or(|end| end > src.size()) {
-            return Err(invalid(format!("source buffer of {} bytes is smaller than offset {src_offset} + {src_len}", src.size())));
+        if src_offset
+            .checked_add(src_len)
+            .is_none_or(|end| end > src.size())
+        {
+            return Err(invalid(format!(
+                "source buffer of {} bytes is smaller than offset {src_offset} + {src_len}",
+                src.size()
+            )));
         }
-        if dst_offset.checked_add(dst_len).is_none_or(|end| end > dst.size()) {
-            return Err(invalid(format!("output buffer of {} bytes is smaller than offset {dst_offset} + {dst_len}", dst.size())));
+        if dst_offset
+            .checked_add(dst_len)
+            .is_none_or(|end| end > dst.size())
+        {
+            return Err(invalid(format!(
+                "output buffer of {} bytes is smaller than offset {dst_offset} + {dst_len}",
+                dst.size()
+            )));
         }
-        if !src.usage().contains(wgpu::BufferUsages::STORAGE) || !dst.usage().contains(wgpu::BufferUsages::STORAGE) {
+        if !src.usage().contains(wgpu::BufferUsages::STORAGE)
+            || !dst.usage().contains(wgpu::BufferUsages::STORAGE)
+        {
             return Err(invalid("both buffers need usage STORAGE".to_string()));
         }
         let plan = upload::plan(format, out_size, self.max_binding_size(), align)?;
         let device_dim = self.limits.max_compute_workgroups_per_dimension;
-        let max_dim = self.options.max_workgroups_per_dim.map_or(device_dim, |m| m.clamp(1, device_dim)) as u64;
+        let max_dim = self
+            .options
+            .max_workgroups_per_dim
+            .map_or(device_dim, |m| m.clamp(1, device_dim)) as u64;
         let bytes = format.block_bytes() as u64;
         let elems = format.block_elems() as u64;
-        scoped(&self.device, &format!("recording {format} to {dtype}"), || {
-            for (first, count) in plan.windows(n_blocks) {
-                let n_out = count * elems;
-                let groups = n_out.div_ceil(shaders::VALS_PER_WORKGROUP);
-                let params: [u32; 4] = [n_out as u32, groups as u32, 0, 0];
-                let uniform = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some("gguf-dequant params"),
-                    contents: bytemuck::cast_slice(&params),
-                    usage: wgpu::BufferUsages::UNIFORM,
-                });
-                let (s_len, d_len) = upload::padded(format, count, out_size);
-                let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("gguf-dequant window"),
-                    layout: &self.pipelines.bind_group_layout,
-                    entries: &[
-                        wgpu::BindGroupEntry {
-                            binding: 0,
-                            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                buffer: src,
-                                offset: src_offset + first * bytes,
-                                size: wgpu::BufferSize::new(s_len),
-                            }),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 1,
-                            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                buffer: dst,
-                                offset: dst_offset + first * elems * out_size,
-                                size: wgpu::BufferSize::new(d_len),
-                            }),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 2,
-                            resource: uniform.as_entire_binding(),
-                        },
-                    ],
-                });
-                let (x, y) = upload::grid(groups, max_dim);
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("gguf-dequant"),
-                    timestamp_writes: None,
-                });
-                pass.set_pipeline(&pipeline);
-                pass.set_bind_group(0, &bind, &[]);
-                pass.dispatch_workgroups(x, y, 1);
-            }
-        })?;
+        scoped(
+            &self.device,
+            &format!("recording {format} to {dtype}"),
+            || {
+                for (first, count) in plan.windows(n_blocks) {
+                    let n_out = count * elems;
+                    let groups = n_out.div_ceil(shaders::VALS_PER_WORKGROUP);
+                    let params: [u32; 4] = [n_out as u32, groups as u32, 0, 0];
+                    let uniform =
+                        self.device
+                            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                                label: Some("gguf-dequant params"),
+                                contents: bytemuck::cast_slice(&params),
+                                usage: wgpu::BufferUsages::UNIFORM,
+                            });
+                    let (s_len, d_len) = upload::padded(format, count, out_size);
+                    let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: Some("gguf-dequant window"),
+                        layout: &self.pipelines.bind_group_layout,
+                        entries: &[
+                            wgpu::BindGroupEntry {
+                                binding: 0,
+                                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                                    buffer: src,
+                                    offset: src_offset + first * bytes,
+                                    size: wgpu::BufferSize::new(s_len),
+                                }),
+                            },
+                            wgpu::BindGroupEntry {
+                                binding: 1,
+                                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                                    buffer: dst,
+                                    offset: dst_offset + first * elems * out_size,
+                                    size: wgpu::BufferSize::new(d_len),
+                                }),
+                            },
+                            wgpu::BindGroupEntry {
+                                binding: 2,
+                                resource: uniform.as_entire_binding(),
+                            },
+                        ],
+                    });
+                    let (x, y) = upload::grid(groups, max_dim);
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some("gguf-dequant"),
+                        timestamp_writes: None,
+                    });
+                    pass.set_pipeline(&pipeline);
+                    pass.set_bind_group(0, &bind, &[]);
+                    pass.dispatch_workgroups(x, y, 1);
+                }
+            },
+        )?;
         self.check()?;
         Ok(())
     }
@@ -493,13 +575,24 @@ impl GpuEngine {
     }
 
     /// [`GpuEngine::dequant`] into a caller's slice of exactly the output size.
-    pub fn dequant_into(&self, format: Format, src: &[u8], dtype: DType, out: &mut [u8]) -> Result<()> {
+    pub fn dequant_into(
+        &self,
+        format: Format,
+        src: &[u8],
+        dtype: DType,
+        out: &mut [u8],
+    ) -> Result<()> {
         let n = crate::cpu::n_values(format, src.len())?;
         if n.checked_mul(dtype.size()) != Some(out.len()) {
-            return Err(Error::DestinationSize { format, expected: n, got: out.len() / dtype.size() });
+            return Err(Error::DestinationSize {
+                format,
+                expected: n,
+                got: out.len() / dtype.size(),
+            });
         }
         self.check()?;
-        self.pipelines.get(&self.device, (format, dtype, Variant::Baseline))?;
+        self.pipelines
+            .get(&self.device, (format, dtype, Variant::Baseline))?;
         let bytes = format.block_bytes() as u64;
         let out_block = format.block_elems() as u64 * dtype.size() as u64;
         let n_blocks = src.len() as u64 / bytes;
@@ -518,7 +611,14 @@ impl GpuEngine {
         Ok(())
     }
 
-    fn run_chunk(&self, format: Format, dtype: DType, src: &[u8], n_blocks: u64, out: &mut [u8]) -> Result<()> {
+    fn run_chunk(
+        &self,
+        format: Format,
+        dtype: DType,
+        src: &[u8],
+        n_blocks: u64,
+        out: &mut [u8],
+    ) -> Result<()> {
         let (_, dst_len) = upload::padded(format, n_blocks, dtype.size() as u64);
         let what = format!("allocating buffers for {n_blocks} {format} blocks");
         let (src_buf, dst_buf, staging) = scoped(&self.device, &what, || {
@@ -538,9 +638,11 @@ impl GpuEngine {
             (src_buf, dst_buf, staging)
         })?;
         self.check()?;
-        let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("gguf-dequant"),
-        });
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("gguf-dequant"),
+            });
         self.record(
             &mut encoder,
             &DequantJob {
@@ -579,12 +681,18 @@ mod tests {
             assert_eq!(b.name().parse::<Backend>().unwrap(), b);
             assert_eq!(b.name().to_uppercase().parse::<Backend>().unwrap(), b);
         }
-        assert!(matches!("cuda".parse::<Backend>(), Err(Error::Gpu(GpuError::UnknownBackend(_)))));
+        assert!(matches!(
+            "cuda".parse::<Backend>(),
+            Err(Error::Gpu(GpuError::UnknownBackend(_)))
+        ));
     }
 
     #[test]
     fn supports_exactly_the_fifteen() {
-        let n = Format::ALL.iter().filter(|&&f| GpuEngine::supports(f)).count();
+        let n = Format::ALL
+            .iter()
+            .filter(|&&f| GpuEngine::supports(f))
+            .count();
         assert_eq!(n, 15);
         assert!(!GpuEngine::supports(Format::Q4_K) && !GpuEngine::supports(Format::F64));
     }

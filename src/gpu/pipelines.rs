@@ -41,23 +41,24 @@ fn storage(binding: u32, read_only: bool, min: u64) -> wgpu::BindGroupLayoutEntr
 impl Pipelines {
     pub(crate) fn new(device: &wgpu::Device) -> Result<Pipelines, GpuError> {
         scoped(device, "creating the bind-group layout", || {
-            let bind_group_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some("gguf-dequant"),
-                entries: &[
-                    storage(0, true, 4),
-                    storage(1, false, 16),
-                    wgpu::BindGroupLayoutEntry {
-                        binding: 2,
-                        visibility: wgpu::ShaderStages::COMPUTE,
-                        ty: wgpu::BindingType::Buffer {
-                            ty: wgpu::BufferBindingType::Uniform,
-                            has_dynamic_offset: false,
-                            min_binding_size: wgpu::BufferSize::new(16),
+            let bind_group_layout =
+                device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some("gguf-dequant"),
+                    entries: &[
+                        storage(0, true, 4),
+                        storage(1, false, 16),
+                        wgpu::BindGroupLayoutEntry {
+                            binding: 2,
+                            visibility: wgpu::ShaderStages::COMPUTE,
+                            ty: wgpu::BindingType::Buffer {
+                                ty: wgpu::BufferBindingType::Uniform,
+                                has_dynamic_offset: false,
+                                min_binding_size: wgpu::BufferSize::new(16),
+                            },
+                            count: None,
                         },
-                        count: None,
-                    },
-                ],
-            });
+                    ],
+                });
             let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some("gguf-dequant"),
                 bind_group_layouts: &[Some(&bind_group_layout)],
@@ -72,27 +73,40 @@ impl Pipelines {
     }
 
     /// The pipeline for `key`, compiled on first use.
-    pub(crate) fn get(&self, device: &wgpu::Device, key: PipelineKey) -> Result<Arc<wgpu::ComputePipeline>, GpuError> {
+    pub(crate) fn get(
+        &self,
+        device: &wgpu::Device,
+        key: PipelineKey,
+    ) -> Result<Arc<wgpu::ComputePipeline>, GpuError> {
         let (format, dtype, Variant::Baseline) = key;
-        if let Some(p) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        if let Some(p) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
             return Ok(p.clone());
         }
         let src = shaders::source(format, dtype).ok_or(GpuError::Unsupported { format, dtype })?;
         let label = format!("gguf-dequant {format} to {dtype}");
-        let pipeline = scoped(device, &format!("compiling the {format} to {dtype} shader"), || {
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(&label),
-                source: wgpu::ShaderSource::Wgsl(src.into()),
-            });
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(&label),
-                layout: Some(&self.layout),
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: wgpu::PipelineCompilationOptions::default(),
-                cache: None,
-            })
-        })?;
+        let pipeline = scoped(
+            device,
+            &format!("compiling the {format} to {dtype} shader"),
+            || {
+                let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(&label),
+                    source: wgpu::ShaderSource::Wgsl(src.into()),
+                });
+                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(&label),
+                    layout: Some(&self.layout),
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: wgpu::PipelineCompilationOptions::default(),
+                    cache: None,
+                })
+            },
+        )?;
         let pipeline = Arc::new(pipeline);
         self.cache
             .lock()

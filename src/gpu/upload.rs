@@ -44,17 +44,32 @@ pub(crate) struct WindowPlan {
 
 /// The window plan for `format` with `out_size`-byte output values under a binding limit of
 /// `limit` bytes and an offset alignment of `align` bytes.
-pub(crate) fn plan(format: Format, out_size: u64, limit: u64, align: u64) -> Result<WindowPlan, GpuError> {
+pub(crate) fn plan(
+    format: Format,
+    out_size: u64,
+    limit: u64,
+    align: u64,
+) -> Result<WindowPlan, GpuError> {
     let bytes = format.block_bytes() as u64;
     let out_block = format.block_elems() as u64 * out_size;
     let dst_align = align.max(DST_ALIGN);
-    let step_blocks = lcm(align / gcd(align, bytes), dst_align / gcd(dst_align, out_block));
+    let step_blocks = lcm(
+        align / gcd(align, bytes),
+        dst_align / gcd(dst_align, out_block),
+    );
     let fit = ((limit & !(SRC_ALIGN - 1)) / bytes).min((limit & !(DST_ALIGN - 1)) / out_block);
     let max_blocks = fit / step_blocks * step_blocks;
     if max_blocks == 0 {
-        return Err(GpuError::LimitTooSmall { format, limit, step_blocks });
+        return Err(GpuError::LimitTooSmall {
+            format,
+            limit,
+            step_blocks,
+        });
     }
-    Ok(WindowPlan { step_blocks, max_blocks })
+    Ok(WindowPlan {
+        step_blocks,
+        max_blocks,
+    })
 }
 
 impl WindowPlan {
@@ -127,7 +142,10 @@ mod tests {
 
     #[test]
     fn windows_cover_every_block_once() {
-        let p = WindowPlan { step_blocks: 3, max_blocks: 9 };
+        let p = WindowPlan {
+            step_blocks: 3,
+            max_blocks: 9,
+        };
         let w: Vec<_> = p.windows(20).collect();
         assert_eq!(w, vec![(0, 9), (9, 9), (18, 2)]);
         assert_eq!(p.windows(0).count(), 0);

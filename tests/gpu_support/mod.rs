@@ -96,7 +96,11 @@ pub fn value(dtype: DType, bytes: &[u8], i: usize) -> u32 {
 /// block and element of the first difference and counts the rest.
 pub fn compare(format: Format, dtype: DType, gpu: &[u8], cpu: &[u8]) -> Result<(), String> {
     if gpu.len() != cpu.len() {
-        return Err(format!("{format} to {dtype}: {} bytes from the GPU, {} from the CPU", gpu.len(), cpu.len()));
+        return Err(format!(
+            "{format} to {dtype}: {} bytes from the GPU, {} from the CPU",
+            gpu.len(),
+            cpu.len()
+        ));
     }
     let n = cpu.len() / dtype.size();
     let mut first = None;
@@ -144,11 +148,17 @@ macro_rules! per_backend {
             use super::*;
             #[test]
             fn vulkan() {
-                ($body)(gguf_dequant::gpu::Backend::Vulkan, concat!(stringify!($name), "::vulkan"));
+                ($body)(
+                    gguf_dequant::gpu::Backend::Vulkan,
+                    concat!(stringify!($name), "::vulkan"),
+                );
             }
             #[test]
             fn gl() {
-                ($body)(gguf_dequant::gpu::Backend::Gl, concat!(stringify!($name), "::gl"));
+                ($body)(
+                    gguf_dequant::gpu::Backend::Gl,
+                    concat!(stringify!($name), "::gl"),
+                );
             }
         }
     };
