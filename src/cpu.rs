@@ -54,6 +54,39 @@ pub fn dequant_into(format: Format, src: &[u8], dst: &mut [f32]) -> Result<()> {
     Ok(())
 }
 
+/// [`dequant_into`] on several threads: `None` uses rayon's current pool (all cores by default),
+/// `Some(1)` runs on the calling thread, `Some(n)` runs in a fresh pool of `n` threads. The output
+/// is identical whatever the thread count.
+pub fn dequant_into_with(
+    format: Format,
+    src: &[u8],
+    dst: &mut [f32],
+    threads: Option<usize>,
+) -> Result<()> {
+    let n = n_values(format, src.len())?;
+    if dst.len() != n {
+        return Err(Error::DestinationSize {
+            format,
+            expected: n,
+            got: dst.len(),
+        });
+    }
+    let spec = format.spec();
+    let task_src = TASK_VALUES / spec.elems * spec.bytes;
+    let row = spec.dequant_row;
+    let par = |dst: &mut [f32]| {
+        src.par_chunks(task_src)
+            .zip(dst.par_chunks_mut(TASK_VALUES))
+            .for_each(|(s, d)| row(s, d))
+    };
+    match Mode::new(threads, n) {
+        Mode::Here => row(src, dst),
+        Mode::Global => par(dst),
+        Mode::Pool(pool) => pool.install(|| par(dst)),
+    }
+    Ok(())
+}
+
 /// Decode a whole tensor on all cores into bytes of `dtype`: little-endian f32, f16 or bf16, the
 /// f16/bf16 values being the round-to-nearest-even of the f32 result.
 ///
@@ -81,6 +114,13 @@ pub fn dequant_to_bytes_with(
             got: dst.len() / size,
         });
     }
+    // f32 output into an f32-aligned buffer on a little-endian machine: decode in place, no copy.
+    #[cfg(target_endian = "little")]
+    if dtype == DType::F32 {
+        if let Ok(words) = bytemuck::try_cast_slice_mut::<u8, f32>(dst) {
+            return dequant_into_with(format, src, words, threads);
+        }
+    }
     let spec = format.spec();
     let task_src = TASK_VALUES / spec.elems * spec.bytes;
     let task = |(s, d): (&[u8], &mut [u8])| decode_bytes(format, s, dtype, d);
@@ -102,23 +142,10 @@ pub fn dequant_f32(format: Format, src: &[u8]) -> Result<Vec<f32>> {
     dequant_f32_with(format, src, None)
 }
 
-/// [`dequant_f32`] with a thread count, as in [`dequant_to_bytes_with`].
+/// [`dequant_f32`] with a thread count, as in [`dequant_into_with`].
 pub fn dequant_f32_with(format: Format, src: &[u8], threads: Option<usize>) -> Result<Vec<f32>> {
-    let n = n_values(format, src.len())?;
-    let mut dst = vec![0.0f32; n];
-    let spec = format.spec();
-    let task_src = TASK_VALUES / spec.elems * spec.bytes;
-    let row = spec.dequant_row;
-    let par = |dst: &mut [f32]| {
-        src.par_chunks(task_src)
-            .zip(dst.par_chunks_mut(TASK_VALUES))
-            .for_each(|(s, d)| row(s, d))
-    };
-    match Mode::new(threads, n) {
-        Mode::Here => row(src, &mut dst),
-        Mode::Global => par(&mut dst),
-        Mode::Pool(pool) => pool.install(|| par(&mut dst)),
-    }
+    let mut dst = vec![0.0f32; n_values(format, src.len())?];
+    dequant_into_with(format, src, &mut dst, threads)?;
     Ok(dst)
 }
 
