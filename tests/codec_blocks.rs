@@ -39,11 +39,31 @@ fn sgn(s: u8, j: usize) -> f32 {
 fn reference(f: Format, b: &[u8], i: usize) -> f32 {
     use Format::*;
     match f {
-        Q4_0 => ((if i < 16 { b[2 + i] & 15 } else { b[2 + i - 16] >> 4 }) as i32 - 8) as f32 * f16(b, 0),
-        Q4_1 => (if i < 16 { b[4 + i] & 15 } else { b[4 + i - 16] >> 4 }) as f32 * f16(b, 0) + f16(b, 2),
+        Q4_0 => {
+            ((if i < 16 {
+                b[2 + i] & 15
+            } else {
+                b[2 + i - 16] >> 4
+            }) as i32
+                - 8) as f32
+                * f16(b, 0)
+        }
+        Q4_1 => {
+            (if i < 16 {
+                b[4 + i] & 15
+            } else {
+                b[4 + i - 16] >> 4
+            }) as f32
+                * f16(b, 0)
+                + f16(b, 2)
+        }
         Q5_0 | Q5_1 => {
             let (qh, qs) = if f == Q5_0 { (2, 6) } else { (4, 8) };
-            let lo = if i < 16 { b[qs + i] & 15 } else { b[qs + i - 16] >> 4 } as u32;
+            let lo = if i < 16 {
+                b[qs + i] & 15
+            } else {
+                b[qs + i - 16] >> 4
+            } as u32;
             let q = lo | (((u32le(b, qh) >> i) & 1) << 4);
             if f == Q5_0 {
                 (q as i32 - 16) as f32 * f16(b, 0)
@@ -80,7 +100,10 @@ fn reference(f: Format, b: &[u8], i: usize) -> f32 {
             let (sc, m) = if sub < 4 {
                 (k[sub] & 63, k[sub + 4] & 63)
             } else {
-                ((k[sub + 4] & 15) | ((k[sub - 4] >> 6) << 4), (k[sub + 4] >> 4) | ((k[sub] >> 6) << 4))
+                (
+                    (k[sub + 4] & 15) | ((k[sub - 4] >> 6) << 4),
+                    (k[sub + 4] >> 4) | ((k[sub] >> 6) << 4),
+                )
             };
             let qs = if f == Q4_K { 16 } else { 48 };
             let byte = b[qs + 32 * (i / 64) + i % 32];
@@ -111,7 +134,11 @@ fn reference(f: Format, b: &[u8], i: usize) -> f32 {
         IQ2_XS => {
             let (ib, l, j) = (i / 32, (i % 32) / 8, i % 8);
             let v = u16le(b, 2 + 2 * (4 * ib + l));
-            let nib = if l < 2 { b[66 + ib] & 15 } else { b[66 + ib] >> 4 };
+            let nib = if l < 2 {
+                b[66 + ib] & 15
+            } else {
+                b[66 + ib] >> 4
+            };
             let db = (f16(b, 0) * (0.5 + nib as f32)) * 0.25;
             let s = KSIGNS_IQ2XS[(v >> 9) as usize];
             (db * g64(&IQ2XS_GRID, (v & 511) as usize, j) as f32) * sgn(s, j)
@@ -119,7 +146,11 @@ fn reference(f: Format, b: &[u8], i: usize) -> f32 {
         IQ2_S => {
             let (ib, l, j) = (i / 32, (i % 32) / 8, i % 8);
             let idx = b[2 + 4 * ib + l] as usize | ((((b[66 + ib] >> (2 * l)) & 3) as usize) << 8);
-            let nib = if l < 2 { b[74 + ib] & 15 } else { b[74 + ib] >> 4 };
+            let nib = if l < 2 {
+                b[74 + ib] & 15
+            } else {
+                b[74 + ib] >> 4
+            };
             let db = (f16(b, 0) * (0.5 + nib as f32)) * 0.25;
             (db * g64(&IQ2S_GRID, idx, j) as f32) * sgn(b[34 + 4 * ib + l], j)
         }
@@ -152,22 +183,32 @@ fn reference(f: Format, b: &[u8], i: usize) -> f32 {
         IQ1_M => {
             let (ib, l, j) = (i / 32, (i % 32) / 8, i % 8);
             let sc: Vec<u32> = (0..4).map(|k| u16le(b, 48 + 2 * k)).collect();
-            let dbits = (sc[0] >> 12) | ((sc[1] >> 8) & 0xF0) | ((sc[2] >> 4) & 0xF00) | (sc[3] & 0xF000);
+            let dbits =
+                (sc[0] >> 12) | ((sc[1] >> 8) & 0xF0) | ((sc[2] >> 4) & 0xF00) | (sc[3] & 0xF000);
             let d = half::f16::from_bits(dbits as u16).to_f32();
             let w = sc[ib / 2] >> (6 * (ib % 2));
-            let dl = if l < 2 { d * (2 * (w & 7) + 1) as f32 } else { d * (2 * ((w >> 3) & 7) + 1) as f32 };
+            let dl = if l < 2 {
+                d * (2 * (w & 7) + 1) as f32
+            } else {
+                d * (2 * ((w >> 3) & 7) + 1) as f32
+            };
             let hb = b[32 + 2 * ib + l / 2] >> (4 * (l % 2));
             let idx = b[4 * ib + l] as usize | (((hb & 7) as usize) << 8);
             let delta = if hb & 8 != 0 { -0.125 } else { 0.125 };
             dl * (g64(&IQ1S_GRID, idx, j) as i8 as f32 + delta)
         }
         IQ4_NL => {
-            let c = if i < 16 { b[2 + i] & 15 } else { b[2 + i - 16] >> 4 };
+            let c = if i < 16 {
+                b[2 + i] & 15
+            } else {
+                b[2 + i - 16] >> 4
+            };
             f16(b, 0) * KVALUES_IQ4NL[c as usize] as f32
         }
         IQ4_XS => {
             let (ib, j) = (i / 32, i % 32);
-            let ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) as i32 | (((u16le(b, 2) >> (2 * ib)) & 3) << 4) as i32;
+            let ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) as i32
+                | (((u16le(b, 2) >> (2 * ib)) & 3) << 4) as i32;
             let dl = f16(b, 0) * (ls - 32) as f32;
             let q = b[8 + 16 * ib + j % 16];
             let c = if j < 16 { q & 15 } else { q >> 4 };
@@ -191,7 +232,11 @@ fn reference(f: Format, b: &[u8], i: usize) -> f32 {
             (q as i32 - 1) as f32 * f16(b, 64)
         }
         MXFP4 => {
-            let c = if i < 16 { b[1 + i] & 15 } else { b[1 + i - 16] >> 4 };
+            let c = if i < 16 {
+                b[1 + i] & 15
+            } else {
+                b[1 + i - 16] >> 4
+            };
             let d = (2f64.powi(b[0] as i32 - 128)) as f32;
             KVALUES_FP4[c as usize] as f32 * d
         }
@@ -220,7 +265,9 @@ fn reference(f: Format, b: &[u8], i: usize) -> f32 {
             }
         }
         Q2_0 => ((((b[2 + i / 4] >> (2 * (i % 4))) & 3) as i32) - 1) as f32 * f16(b, 0),
-        F32 | F16 | BF16 | F64 | I8 | I16 | I32 | I64 | F8_E4M3 => unreachable!("tested in codec_scalars"),
+        F32 | F16 | BF16 | F64 | I8 | I16 | I32 | I64 | F8_E4M3 => {
+            unreachable!("tested in codec_scalars")
+        }
     }
 }
 
@@ -242,7 +289,10 @@ fn check_against_reference(f: Format, src: &[u8], what: &str) {
         for i in 0..e {
             let want = reference(f, b, i);
             let got = y[bi * e + i];
-            assert!(same(got, want), "{f} {what}: block {bi} element {i}: got {got:e}, spec {want:e}");
+            assert!(
+                same(got, want),
+                "{f} {what}: block {bi} element {i}: got {got:e}, spec {want:e}"
+            );
         }
     }
 }
@@ -251,7 +301,9 @@ fn check_against_reference(f: Format, src: &[u8], what: &str) {
 fn random_blocks_match_spec_rules() {
     for f in block_formats() {
         let mut seed = 0x9E37_79B9_7F4A_7C15 ^ f.id() as u64;
-        let src: Vec<u8> = (0..64 * f.block_bytes()).map(|_| rng(&mut seed) as u8).collect();
+        let src: Vec<u8> = (0..64 * f.block_bytes())
+            .map(|_| rng(&mut seed) as u8)
+            .collect();
         check_against_reference(f, &src, "random");
     }
 }
@@ -261,39 +313,78 @@ fn patterned_blocks_match_spec_rules() {
     // Byte k = 37k + 11 (every nibble and bit position varies), with a tame scale byte pattern.
     for f in block_formats() {
         for salt in 0..4u8 {
-            let src: Vec<u8> =
-                (0..f.block_bytes()).map(|k| (37 * k as u32 + 11 + 64 * salt as u32) as u8).collect();
+            let src: Vec<u8> = (0..f.block_bytes())
+                .map(|k| (37 * k as u32 + 11 + 64 * salt as u32) as u8)
+                .collect();
             check_against_reference(f, &src, "patterned");
         }
     }
 }
 
 fn q4_0_example() -> Vec<u8> {
-    vec![0xc0, 0x33, 0x80, 0x91, 0x91, 0xa2, 0xa2, 0xb3, 0xb3, 0xc4, 0xc4, 0xd5, 0xd5, 0xe6, 0xe6, 0xf7, 0xf7, 0xf8]
+    vec![
+        0xc0, 0x33, 0x80, 0x91, 0x91, 0xa2, 0xa2, 0xb3, 0xb3, 0xc4, 0xc4, 0xd5, 0xd5, 0xe6, 0xe6,
+        0xf7, 0xf7, 0xf8,
+    ]
 }
 
 #[test]
 fn spec_worked_example_q4_0() {
     let y = decode(Format::Q4_0, &q4_0_example());
-    let want = [-1.9375f32, -1.6953125, -1.6953125, -1.453125, -1.453125, -1.2109375, -1.2109375, -0.96875];
+    let want = [
+        -1.9375f32, -1.6953125, -1.6953125, -1.453125, -1.453125, -1.2109375, -1.2109375, -0.96875,
+    ];
     assert_eq!(&y[..8], &want);
     assert_eq!(y[16], 0.0);
 }
 
 #[test]
 fn spec_worked_example_q4_k() {
-    let mut b = vec![0x1f, 0x21, 0x1f, 0x1d, 0x4a, 0x8b, 0xcc, 0x0d, 0x52, 0x93, 0xd4, 0x15, 0x21, 0x43, 0x65, 0x87];
+    let mut b = vec![
+        0x1f, 0x21, 0x1f, 0x1d, 0x4a, 0x8b, 0xcc, 0x0d, 0x52, 0x93, 0xd4, 0x15, 0x21, 0x43, 0x65,
+        0x87,
+    ];
     b.extend((0..128u32).map(|k| ((37 * k + 11) % 256) as u8));
     let y = decode(Format::Q4_K, &b);
-    let want0 = [1.0102157592773438f32, -0.09001922607421875, 0.41008758544921875, 0.9101943969726562,
-        1.4103012084960938, 0.31006622314453125, 0.8101730346679688, 1.3102798461914062];
-    let want32 = [-0.09502029418945312f32, 0.23505020141601562, 0.4550971984863281, 0.6751441955566406,
-        0.8951911926269531, 1.2252616882324219, 1.4453086853027344, -0.09502029418945312];
-    let want128 = [1.7803802490234375f32, -0.09001922607421875, 0.760162353515625, 1.6103439331054688,
-        2.4605255126953125, 0.5901260375976562, 1.4403076171875, 2.2904891967773438];
-    assert_eq!(&y[..8], &want0);
-    assert_eq!(&y[32..40], &want32);
-    assert_eq!(&y[128..136], &want128);
+    let want0: [f64; 8] = [
+        1.0102157592773438f64,
+        -0.09001922607421875,
+        0.41008758544921875,
+        0.9101943969726562,
+        1.4103012084960938,
+        0.31006622314453125,
+        0.8101730346679688,
+        1.3102798461914062,
+    ];
+    let want32: [f64; 8] = [
+        -0.09502029418945312f64,
+        0.23505020141601562,
+        0.4550971984863281,
+        0.6751441955566406,
+        0.8951911926269531,
+        1.2252616882324219,
+        1.4453086853027344,
+        -0.09502029418945312,
+    ];
+    let want128: [f64; 8] = [
+        1.7803802490234375f64,
+        -0.09001922607421875,
+        0.760162353515625,
+        1.6103439331054688,
+        2.4605255126953125,
+        0.5901260375976562,
+        1.4403076171875,
+        2.2904891967773438,
+    ];
+    // The spec prints exact decimal expansions of the f32 results: compare exactly in f64.
+    let exact = |got: &[f32], want: &[f64]| {
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(*g as f64, *w);
+        }
+    };
+    exact(&y[..8], &want0);
+    exact(&y[32..40], &want32);
+    exact(&y[128..136], &want128);
 }
 
 #[test]
@@ -395,16 +486,22 @@ fn hand_built_blocks_by_family() {
     b[0] = 0b0010_0100;
     b[64..66].copy_from_slice(&0x4000u16.to_le_bytes());
     let y = decode(Format::TQ2_0, &b);
-    assert_eq!((y[0], y[32], y[64], y[96], y[1]), (-2.0, 0.0, 2.0, -2.0, -2.0));
+    assert_eq!(
+        (y[0], y[32], y[64], y[96], y[1]),
+        (-2.0, 0.0, 2.0, -2.0, -2.0)
+    );
 
     // TQ1_0: byte 0 = ceil(v * 256 / 243) for trits (2,0,1,2,1) -> values (+1,-1,0,+1,0).
-    let v = 2 * 81 + 0 * 27 + 1 * 9 + 2 * 3 + 1;
-    let byte = (v * 256 + 242) / 243;
+    let v = [2u32, 0, 1, 2, 1].iter().fold(0, |acc, t| 3 * acc + t);
+    let byte = (v * 256).div_ceil(243);
     let mut b = vec![0u8; 54];
     b[0] = byte as u8;
     b[52..54].copy_from_slice(&0x3C00u16.to_le_bytes());
     let y = decode(Format::TQ1_0, &b);
-    assert_eq!([y[0], y[32], y[64], y[96], y[128]], [1.0, -1.0, 0.0, 1.0, 0.0]);
+    assert_eq!(
+        [y[0], y[32], y[64], y[96], y[128]],
+        [1.0, -1.0, 0.0, 1.0, 0.0]
+    );
 
     // FP4, NVFP4: scale 0x38 (raw 1.0, halved 0.5) in sub-block 1, qs[8] = 0x7F -> codes 15, 7.
     let mut b = vec![0u8; 36];

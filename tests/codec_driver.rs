@@ -41,7 +41,11 @@ fn n_values_and_partial_blocks() {
         assert_eq!(cpu::n_values(f, 3 * n).unwrap(), 3 * e);
         if n > 1 {
             match cpu::n_values(f, 3 * n + 1) {
-                Err(Error::PartialBlock { format, len, block_bytes }) => {
+                Err(Error::PartialBlock {
+                    format,
+                    len,
+                    block_bytes,
+                }) => {
                     assert_eq!((format, len, block_bytes), (f, 3 * n + 1, n))
                 }
                 other => panic!("{f}: expected PartialBlock, got {other:?}"),
@@ -62,7 +66,11 @@ fn destination_size_errors() {
     for wrong in [0, 511, 513] {
         let mut dst = vec![0.0; wrong];
         match cpu::dequant_into(f, &src, &mut dst) {
-            Err(Error::DestinationSize { format, expected, got }) => {
+            Err(Error::DestinationSize {
+                format,
+                expected,
+                got,
+            }) => {
                 assert_eq!((format, expected, got), (f, 512, wrong))
             }
             other => panic!("expected DestinationSize, got {other:?}"),
@@ -92,7 +100,10 @@ fn ragged_inputs_decode_blockwise() {
                 let mut one = vec![0.0; e];
                 cpu::dequant_into(f, b, &mut one).unwrap();
                 for i in 0..e {
-                    assert!(same(whole[k * e + i], one[i]), "{f}: {blocks} blocks, block {k} elem {i}");
+                    assert!(
+                        same(whole[k * e + i], one[i]),
+                        "{f}: {blocks} blocks, block {k} elem {i}"
+                    );
                 }
             }
         }
@@ -124,7 +135,8 @@ fn to_bytes_matches_f32_and_half_rounding() {
                         let got = u16::from_le_bytes([dst[s], dst[s + 1]]);
                         let want = f16::from_f32(*v);
                         assert!(
-                            got == want.to_bits() || (want.is_nan() && f16::from_bits(got).is_nan()),
+                            got == want.to_bits()
+                                || (want.is_nan() && f16::from_bits(got).is_nan()),
                             "{f} f16 [{i}]: {v}"
                         );
                     }
@@ -132,7 +144,8 @@ fn to_bytes_matches_f32_and_half_rounding() {
                         let got = u16::from_le_bytes([dst[s], dst[s + 1]]);
                         let want = bf16::from_f32(*v);
                         assert!(
-                            got == want.to_bits() || (want.is_nan() && bf16::from_bits(got).is_nan()),
+                            got == want.to_bits()
+                                || (want.is_nan() && bf16::from_bits(got).is_nan()),
                             "{f} bf16 [{i}]: {v}"
                         );
                     }
@@ -145,16 +158,27 @@ fn to_bytes_matches_f32_and_half_rounding() {
 #[test]
 fn half_rounding_is_nearest_even() {
     // 1 + 2^-11 is halfway between two f16s: rounds to 1 (even). 1 + 3*2^-11 rounds up to 1 + 2^-9.
-    let src: Vec<u8> = [1.0 + 2f32.powi(-11), 1.0 + 3.0 * 2f32.powi(-11), 65520.0, 1.0 + 2f32.powi(-8)]
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect();
+    let src: Vec<u8> = [
+        1.0 + 2f32.powi(-11),
+        1.0 + 3.0 * 2f32.powi(-11),
+        65520.0,
+        1.0 + 2f32.powi(-8),
+    ]
+    .iter()
+    .flat_map(|v| v.to_le_bytes())
+    .collect();
     let mut out = vec![0u8; 8];
     cpu::dequant_to_bytes(Format::F32, &src, DType::F16, &mut out).unwrap();
-    let h: Vec<u16> = out.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    let h: Vec<u16> = out
+        .chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
     assert_eq!(h, [0x3C00, 0x3C02, 0x7C00, 0x3C04]);
     cpu::dequant_to_bytes(Format::F32, &src, DType::BF16, &mut out).unwrap();
-    let b: Vec<u16> = out.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    let b: Vec<u16> = out
+        .chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
     // 1 + 2^-8 is halfway between bf16 1.0 and 1 + 2^-7: ties to even (1.0).
     assert_eq!(b[3], 0x3F80);
 }
@@ -162,7 +186,10 @@ fn half_rounding_is_nearest_even() {
 #[test]
 fn thread_counts_give_identical_output() {
     for &f in Format::ALL {
-        let src = random_bytes((200_000 / f.block_elems() + 5) * f.block_bytes(), 3 + f.id() as u64);
+        let src = random_bytes(
+            (200_000 / f.block_elems() + 5) * f.block_bytes(),
+            3 + f.id() as u64,
+        );
         let one = cpu::dequant_f32_with(f, &src, Some(1)).unwrap();
         let all = cpu::dequant_f32_with(f, &src, None).unwrap();
         let three = cpu::dequant_f32_with(f, &src, Some(3)).unwrap();

@@ -35,9 +35,16 @@ fn every_f16_code() {
     let y = decode(Format::F16, &src);
     for h in 0..=u16::MAX {
         let want = f16_rule(h);
-        assert!(same(y[h as usize], want), "F16 {h:#06x}: {} != {want}", y[h as usize]);
+        assert!(
+            same(y[h as usize], want),
+            "F16 {h:#06x}: {} != {want}",
+            y[h as usize]
+        );
         assert!(same(f16_bits(h), want), "f16_bits {h:#06x}");
-        assert!(same(f16_bits(h), half::f16::from_bits(h).to_f32()), "vs half {h:#06x}");
+        assert!(
+            same(f16_bits(h), half::f16::from_bits(h).to_f32()),
+            "vs half {h:#06x}"
+        );
         assert!(same(f16_le(&h.to_le_bytes(), 0), want), "f16_le {h:#06x}");
         // A NaN stays NaN with the quiet bit set, as ggml's conversion gives it.
         if want.is_nan() {
@@ -120,7 +127,11 @@ fn every_ue4m3_code_in_nvfp4_matches_ggml_lut() {
     let y = decode(Format::NVFP4, &src);
     for x in 0..256 {
         for j in 0..16 {
-            assert_eq!(y[16 * x + j].to_bits(), lut[x].to_bits(), "NVFP4 scale {x:#04x}");
+            assert_eq!(
+                y[16 * x + j].to_bits(),
+                lut[x].to_bits(),
+                "NVFP4 scale {x:#04x}"
+            );
         }
     }
     assert_eq!(lut[0xFF], 240.0);
@@ -163,7 +174,9 @@ fn every_i8_and_i16() {
     for x in 0..=255u8 {
         assert_eq!(y[x as usize], x as i8 as f32);
     }
-    let src: Vec<u8> = (i16::MIN..=i16::MAX).flat_map(|v| v.to_le_bytes()).collect();
+    let src: Vec<u8> = (i16::MIN..=i16::MAX)
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
     let y = decode(Format::I16, &src);
     for (i, v) in (i16::MIN..=i16::MAX).enumerate() {
         assert_eq!(y[i], v as f32);
@@ -172,23 +185,65 @@ fn every_i8_and_i16() {
 
 #[test]
 fn wide_ints_and_f64_round_to_nearest_even() {
-    let i32s = [0, 1, -1, 16_777_217, 16_777_219, -16_777_217, i32::MAX, i32::MIN];
-    let want32 = [0.0, 1.0, -1.0, 16_777_216.0, 16_777_220.0, -16_777_216.0, 2147483648.0, -2147483648.0];
+    let i32s = [
+        0,
+        1,
+        -1,
+        16_777_217,
+        16_777_219,
+        -16_777_217,
+        i32::MAX,
+        i32::MIN,
+    ];
+    let want32 = [
+        0.0,
+        1.0,
+        -1.0,
+        16_777_216.0,
+        16_777_220.0,
+        -16_777_216.0,
+        2147483648.0,
+        -2147483648.0,
+    ];
     let src: Vec<u8> = i32s.iter().flat_map(|v| v.to_le_bytes()).collect();
     assert_eq!(decode(Format::I32, &src), want32);
 
     let i64s = [(1i64 << 24) + 1, (1 << 24) + 3, i64::MAX, i64::MIN, -5];
-    let want64 = [16_777_216.0, 16_777_220.0, 2f32.powi(63), -(2f32.powi(63)), -5.0];
+    let want64 = [
+        16_777_216.0,
+        16_777_220.0,
+        2f32.powi(63),
+        -(2f32.powi(63)),
+        -5.0,
+    ];
     let src: Vec<u8> = i64s.iter().flat_map(|v| v.to_le_bytes()).collect();
     assert_eq!(decode(Format::I64, &src), want64);
 
     // Halfway between 1 and 1 + 2^-23 rounds to even (1); just above rounds up.
-    let f64s = [1.0 + 2f64.powi(-24), 1.0 + 2f64.powi(-24) + 2f64.powi(-40), 1e39, -1e39, 1e-50,
-        2f64.powi(-140), f64::NAN, f64::INFINITY, -0.0];
+    let f64s = [
+        1.0 + 2f64.powi(-24),
+        1.0 + 2f64.powi(-24) + 2f64.powi(-40),
+        1e39,
+        -1e39,
+        1e-50,
+        2f64.powi(-140),
+        f64::NAN,
+        f64::INFINITY,
+        -0.0,
+    ];
     let src: Vec<u8> = f64s.iter().flat_map(|v| v.to_le_bytes()).collect();
     let y = decode(Format::F64, &src);
-    let want = [1.0, 1.0 + 2f32.powi(-23), f32::INFINITY, f32::NEG_INFINITY, 0.0,
-        f32::from_bits(1 << 9), f32::NAN, f32::INFINITY, -0.0];
+    let want = [
+        1.0,
+        1.0 + 2f32.powi(-23),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        f32::from_bits(1 << 9),
+        f32::NAN,
+        f32::INFINITY,
+        -0.0,
+    ];
     for (i, (a, b)) in y.iter().zip(want).enumerate() {
         assert!(same(*a, b), "F64 case {i}: {a} != {b}");
     }
@@ -196,7 +251,15 @@ fn wide_ints_and_f64_round_to_nearest_even() {
 
 #[test]
 fn f32_passes_bits_through() {
-    let bits = [0u32, 0x8000_0000, 1, 0x7F80_0000, 0x7FC0_1234, 0x7F80_0001, 0x3F80_0000];
+    let bits = [
+        0u32,
+        0x8000_0000,
+        1,
+        0x7F80_0000,
+        0x7FC0_1234,
+        0x7F80_0001,
+        0x3F80_0000,
+    ];
     let src: Vec<u8> = bits.iter().flat_map(|v| v.to_le_bytes()).collect();
     let y = decode(Format::F32, &src);
     for (a, b) in y.iter().zip(bits) {

@@ -62,13 +62,21 @@ fn small_tables_equal_json() {
 fn grid_bytes_equal_json_byte_expansion() {
     let t = tables_json();
     let bytes = |key: &str| ints(&t["_bytes"], key);
-    let flat64 =
-        |g: &[u64]| -> Vec<i128> { g.iter().flat_map(|e| e.to_le_bytes()).map(i128::from).collect() };
+    let flat64 = |g: &[u64]| -> Vec<i128> {
+        g.iter()
+            .flat_map(|e| e.to_le_bytes())
+            .map(i128::from)
+            .collect()
+    };
     assert_eq!(bytes("iq2xxs_grid"), flat64(&IQ2XXS_GRID));
     assert_eq!(bytes("iq2xs_grid"), flat64(&IQ2XS_GRID));
     assert_eq!(bytes("iq2s_grid"), flat64(&IQ2S_GRID));
-    let flat32 =
-        |g: &[u32]| -> Vec<i128> { g.iter().flat_map(|e| e.to_le_bytes()).map(i128::from).collect() };
+    let flat32 = |g: &[u32]| -> Vec<i128> {
+        g.iter()
+            .flat_map(|e| e.to_le_bytes())
+            .map(i128::from)
+            .collect()
+    };
     assert_eq!(bytes("iq3xxs_grid"), flat32(&IQ3XXS_GRID));
     assert_eq!(bytes("iq3s_grid"), flat32(&IQ3S_GRID));
     // iq1s_grid bytes are given as int8.
@@ -85,7 +93,11 @@ fn ksigns_is_the_parity_rule() {
     for (k, &s) in KSIGNS_IQ2XS.iter().enumerate() {
         let parity = (k as u8).count_ones() % 2;
         assert_eq!(s, k as u8 | ((parity as u8) << 7), "ksigns_iq2xs[{k}]");
-        assert_eq!(s.count_ones() % 2, 0, "ksigns_iq2xs[{k}] has an odd number of signs");
+        assert_eq!(
+            s.count_ones() % 2,
+            0,
+            "ksigns_iq2xs[{k}] has an odd number of signs"
+        );
     }
 }
 
@@ -101,7 +113,11 @@ fn grid_values_are_in_their_documented_sets() {
     in_set(&b64(&IQ2XXS_GRID), &[8, 25, 43], "iq2xxs_grid");
     in_set(&b64(&IQ2XS_GRID), &[8, 25, 43], "iq2xs_grid");
     in_set(&b64(&IQ2S_GRID), &[8, 25, 43], "iq2s_grid");
-    in_set(&b32(&IQ3XXS_GRID), &[4, 12, 20, 28, 36, 44, 52, 62], "iq3xxs_grid");
+    in_set(
+        &b32(&IQ3XXS_GRID),
+        &[4, 12, 20, 28, 36, 44, 52, 62],
+        "iq3xxs_grid",
+    );
     in_set(&b32(&IQ3S_GRID), &[1, 3, 5, 7, 9, 11, 13, 15], "iq3s_grid");
     in_set(&b64(&IQ1S_GRID), &[0xFF, 0, 1], "iq1s_grid");
 }
