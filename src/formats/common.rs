@@ -49,12 +49,11 @@ pub fn f16_bits(bits: u16) -> f32 {
     let sign = (h & 0x8000) << 16;
     let mag = h & F16_MAG_MASK;
     let shifted = mag << F16_TO_F32_SHIFT;
-    let out = if mag >= F16_INF_BITS {
-        let nan = if mag > F16_INF_BITS { F32_QUIET_BIT } else { 0 };
-        shifted | F32_EXP_MASK | nan
-    } else {
-        (f32::from_bits(shifted) * F16_REBIAS).to_bits()
-    };
+    // Both candidates, then a select (branch-free).
+    let finite = (f32::from_bits(shifted) * F16_REBIAS).to_bits();
+    let nan = if mag > F16_INF_BITS { F32_QUIET_BIT } else { 0 };
+    let special = shifted | F32_EXP_MASK | nan;
+    let out = if mag >= F16_INF_BITS { special } else { finite };
     f32::from_bits(out | sign)
 }
 
@@ -160,6 +159,10 @@ pub fn dequant_blocks<const BYTES: usize, const ELEMS: usize>(
     let (blocks, _) = src.as_chunks::<BYTES>();
     let (outs, _) = dst.as_chunks_mut::<ELEMS>();
     for (b, y) in blocks.iter().zip(outs.iter_mut()) {
+        // An empty optimisation barrier keeps LLVM from vectorising *across* blocks (4 blocks
+        // per lane, gathering bytes), which it otherwise does for the small formats and which is
+        // ~2x slower than vectorising within a block. It costs nothing at run time.
+        std::hint::black_box(());
         block(b, y);
     }
 }
