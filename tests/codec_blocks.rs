@@ -107,7 +107,11 @@ fn reference(f: Format, b: &[u8], i: usize) -> f32 {
             };
             let qs = if f == Q4_K { 16 } else { 48 };
             let byte = b[qs + 32 * (i / 64) + i % 32];
-            let mut q = if sub % 2 == 0 { byte & 15 } else { byte >> 4 };
+            let mut q = if sub.is_multiple_of(2) {
+                byte & 15
+            } else {
+                byte >> 4
+            };
             if f == Q5_K {
                 q += 16 * ((b[16 + i % 32] >> sub) & 1);
             }
