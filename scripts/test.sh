@@ -17,6 +17,7 @@
 #   CI=true             anything missing is an error (no skips); the Rust tests also see CI=true
 #   CARGO_TARGET_DIR    respected
 # Exported to cargo test: GGUF_DEQUANT_MODELS=$CACHE/models GGUF_DEQUANT_ORACLE=$CACHE/oracle
+#   GGUF_DEQUANT_PYTHON=$CACHE/venv/bin/python (numpy, safetensors: reads our outputs back)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -173,6 +174,7 @@ exec 9>&-
 # ---------------------------------------------------------------------------------------------
 export GGUF_DEQUANT_MODELS=$MODELS
 export GGUF_DEQUANT_ORACLE=$ORACLE
+export GGUF_DEQUANT_PYTHON=$PY
 export CI
 FAILED=()
 stage "cargo fmt"

@@ -21,13 +21,14 @@ const TASK_VALUES: usize = 1 << 16;
 /// Below this many values, the parallel entry points stay on the calling thread.
 const PARALLEL_MIN_VALUES: usize = 1 << 16;
 
-const _: () = assert!(SCRATCH_VALUES % 256 == 0 && TASK_VALUES % SCRATCH_VALUES == 0);
+const _: () =
+    assert!(SCRATCH_VALUES.is_multiple_of(256) && TASK_VALUES.is_multiple_of(SCRATCH_VALUES));
 
 /// Number of values that `n_bytes` of `format` decode to, or [`Error::PartialBlock`] when
 /// `n_bytes` is not a whole number of blocks.
 pub fn n_values(format: Format, n_bytes: usize) -> Result<usize> {
     let spec = format.spec();
-    if n_bytes % spec.bytes != 0 {
+    if !n_bytes.is_multiple_of(spec.bytes) {
         return Err(Error::PartialBlock {
             format,
             len: n_bytes,
@@ -51,6 +52,39 @@ pub fn dequant_into(format: Format, src: &[u8], dst: &mut [f32]) -> Result<()> {
         });
     }
     (format.spec().dequant_row)(src, dst);
+    Ok(())
+}
+
+/// [`dequant_into`] on several threads: `None` uses rayon's current pool (all cores by default),
+/// `Some(1)` runs on the calling thread, `Some(n)` runs in a fresh pool of `n` threads. The output
+/// is identical whatever the thread count.
+pub fn dequant_into_with(
+    format: Format,
+    src: &[u8],
+    dst: &mut [f32],
+    threads: Option<usize>,
+) -> Result<()> {
+    let n = n_values(format, src.len())?;
+    if dst.len() != n {
+        return Err(Error::DestinationSize {
+            format,
+            expected: n,
+            got: dst.len(),
+        });
+    }
+    let spec = format.spec();
+    let task_src = TASK_VALUES / spec.elems * spec.bytes;
+    let row = spec.dequant_row;
+    let par = |dst: &mut [f32]| {
+        src.par_chunks(task_src)
+            .zip(dst.par_chunks_mut(TASK_VALUES))
+            .for_each(|(s, d)| row(s, d))
+    };
+    match Mode::new(threads, n) {
+        Mode::Here => row(src, dst),
+        Mode::Global => par(dst),
+        Mode::Pool(pool) => pool.install(|| par(dst)),
+    }
     Ok(())
 }
 
@@ -81,6 +115,13 @@ pub fn dequant_to_bytes_with(
             got: dst.len() / size,
         });
     }
+    // f32 output into an f32-aligned buffer on a little-endian machine: decode in place, no copy.
+    #[cfg(target_endian = "little")]
+    if dtype == DType::F32 {
+        if let Ok(words) = bytemuck::try_cast_slice_mut::<u8, f32>(dst) {
+            return dequant_into_with(format, src, words, threads);
+        }
+    }
     let spec = format.spec();
     let task_src = TASK_VALUES / spec.elems * spec.bytes;
     let task = |(s, d): (&[u8], &mut [u8])| decode_bytes(format, s, dtype, d);
@@ -102,23 +143,10 @@ pub fn dequant_f32(format: Format, src: &[u8]) -> Result<Vec<f32>> {
     dequant_f32_with(format, src, None)
 }
 
-/// [`dequant_f32`] with a thread count, as in [`dequant_to_bytes_with`].
+/// [`dequant_f32`] with a thread count, as in [`dequant_into_with`].
 pub fn dequant_f32_with(format: Format, src: &[u8], threads: Option<usize>) -> Result<Vec<f32>> {
-    let n = n_values(format, src.len())?;
-    let mut dst = vec![0.0f32; n];
-    let spec = format.spec();
-    let task_src = TASK_VALUES / spec.elems * spec.bytes;
-    let row = spec.dequant_row;
-    let par = |dst: &mut [f32]| {
-        src.par_chunks(task_src)
-            .zip(dst.par_chunks_mut(TASK_VALUES))
-            .for_each(|(s, d)| row(s, d))
-    };
-    match Mode::new(threads, n) {
-        Mode::Here => row(src, &mut dst),
-        Mode::Global => par(&mut dst),
-        Mode::Pool(pool) => pool.install(|| par(&mut dst)),
-    }
+    let mut dst = vec![0.0f32; n_values(format, src.len())?];
+    dequant_into_with(format, src, &mut dst, threads)?;
     Ok(dst)
 }
 

@@ -5,6 +5,20 @@
 //! * [`formats`] is the registry of all 36 live ggml tensor types with their CPU codecs.
 //! * [`cpu`] drives the codecs over whole tensors, on all cores.
 //! * [`output`] writes decoded tensors as safetensors, `.npy` or raw little-endian files.
+//!
+//! ```no_run
+//! use gguf_dequant::{cpu, GgufFile};
+//!
+//! let file = GgufFile::open("model.gguf")?; // memory-mapped, fully validated
+//! for t in file.tensors() {
+//!     println!("{} {} {:?}", t.name, t.format, t.dims);
+//! }
+//! let t = file.tensor("blk.0.attn_q.weight").expect("tensor exists");
+//! let raw: &[u8] = file.tensor_data(t); // zero-copy raw blocks
+//! let values: Vec<f32> = cpu::dequant_f32(t.format, raw)?; // all cores, bit-exact with ggml
+//! # let _ = values;
+//! # Ok::<(), gguf_dequant::Error>(())
+//! ```
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 

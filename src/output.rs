@@ -115,8 +115,8 @@ pub fn write(
         OutputFormat::Safetensors => {
             write_safetensors(path, &tmp, dtype, tensors, metadata, decode)?
         }
-        OutputFormat::Npy => write_single(&tmp, Some(dtype), &tensors[0], decode)?,
-        OutputFormat::Bin => write_single(&tmp, None, &tensors[0], decode)?,
+        OutputFormat::Npy => write_single(&tmp, dtype, true, &tensors[0], decode)?,
+        OutputFormat::Bin => write_single(&tmp, dtype, false, &tensors[0], decode)?,
     }
     tmp.persist(path).map_err(|e| io_error(path, e.error))?;
     Ok(())
@@ -124,13 +124,14 @@ pub fn write(
 
 fn write_single(
     tmp: &NamedTempFile,
-    npy_dtype: Option<DType>,
+    dtype: DType,
+    npy: bool,
     tensor: &OutputTensor,
     decode: &DecodeFn<'_>,
 ) -> Result<()> {
     let path = tmp.path();
     let mut w = BufWriter::new(tmp.as_file());
-    if let Some(dtype) = npy_dtype {
+    if npy {
         let descr = match dtype {
             DType::F16 => "<f2",
             _ => "<f4",
@@ -147,6 +148,13 @@ fn write_single(
             .map_err(|e| io_error(path, e))?;
     }
     let bytes = decode(0)?;
+    let expected = tensor.n_values() * dtype.size();
+    if bytes.len() != expected {
+        return Err(Error::DecodedSize {
+            expected,
+            got: bytes.len(),
+        });
+    }
     w.write_all(&bytes).map_err(|e| io_error(path, e))?;
     w.flush().map_err(|e| io_error(path, e))?;
     Ok(())

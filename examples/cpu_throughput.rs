@@ -1,0 +1,62 @@
+//! CPU decode throughput of one format, for `scripts/bench_vs_ggml.py`.
+//!
+//! ```text
+//! cpu_throughput gen FORMAT N_VALUES SEED FILE   # write random blocks (scales finite)
+//! cpu_throughput run FORMAT FILE [OUT]           # time 1 thread and all threads; OUT = f32 LE output
+//! ```
+//! `run` prints one line: `FORMAT values gbps_1t gbps_all` (GB/s of f32 output, best of several runs).
+
+use std::time::{Duration, Instant};
+
+use gguf_dequant::{cpu, Format};
+
+#[path = "../benches/common/gen.rs"]
+mod gen;
+
+/// Best seconds per call of `f`, over at least `MIN_REPS` calls and `MIN_TIME`.
+fn best_time(mut f: impl FnMut()) -> f64 {
+    const MIN_REPS: usize = 5;
+    const MIN_TIME: Duration = Duration::from_millis(500);
+    f();
+    let start = Instant::now();
+    let mut best = f64::INFINITY;
+    let mut reps = 0;
+    while reps < MIN_REPS || start.elapsed() < MIN_TIME {
+        let t = Instant::now();
+        f();
+        best = best.min(t.elapsed().as_secs_f64());
+        reps += 1;
+    }
+    best
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: cpu_throughput gen FORMAT N_VALUES SEED FILE | run FORMAT FILE [OUT]";
+    let format = |s: &String| Format::from_name(s).ok_or(format!("unknown format {s}"));
+    match args.first().map(String::as_str) {
+        Some("gen") if args.len() == 5 => {
+            let f = format(&args[1])?;
+            let n: usize = args[2].parse()?;
+            let seed: u64 = args[3].parse()?;
+            std::fs::write(&args[4], gen::random_blocks(f, n / f.block_elems(), seed))?;
+        }
+        Some("run") if args.len() == 3 || args.len() == 4 => {
+            let f = format(&args[1])?;
+            let src = std::fs::read(&args[2])?;
+            let n = cpu::n_values(f, src.len())?;
+            let mut dst = vec![0.0f32; n];
+            let gb = (n * 4) as f64 / 1e9;
+            let one = best_time(|| cpu::dequant_into(f, &src, &mut dst).expect("sizes"));
+            let all = best_time(|| cpu::dequant_into_with(f, &src, &mut dst, None).expect("sizes"));
+            if let Some(out) = args.get(3) {
+                cpu::dequant_into(f, &src, &mut dst)?;
+                let bytes: Vec<u8> = dst.iter().flat_map(|v| v.to_le_bytes()).collect();
+                std::fs::write(out, bytes)?;
+            }
+            println!("{} {} {:.3} {:.3}", f.name(), n, gb / one, gb / all);
+        }
+        _ => return Err(usage.into()),
+    }
+    Ok(())
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Compare our CPU codecs with ggml's own `to_float`: speed, and bit-exactness on the same bytes.
+
+Run with the project venv's python (it has the `libggml` package, which ships libggml-base.so):
+    /root/.cache/gguf-dequant/venv/bin/python scripts/bench_vs_ggml.py [TYPE ...]
+
+For each type: `cpu_throughput gen` writes random blocks (scale fields finite and normal); ggml's
+`ggml_get_type_traits(type)->to_float` decodes them on one thread (best of several runs);
+`cpu_throughput run` times ours on one thread and on all threads and writes its f32 output, which is
+compared bit for bit with ggml's (NaN equals NaN). Prints a markdown table.
+"""
+import ctypes
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+N_VALUES = 4 * 1024 * 1024  # 16 MiB of f32 output per type
+
+# (name, ggml id) for every live type, in id order.
+TYPES = [("F32", 0), ("F16", 1), ("Q4_0", 2), ("Q4_1", 3), ("Q5_0", 6), ("Q5_1", 7), ("Q8_0", 8),
+         ("Q8_1", 9), ("Q2_K", 10), ("Q3_K", 11), ("Q4_K", 12), ("Q5_K", 13), ("Q6_K", 14),
+         ("Q8_K", 15), ("IQ2_XXS", 16), ("IQ2_XS", 17), ("IQ3_XXS", 18), ("IQ1_S", 19),
+         ("IQ4_NL", 20), ("IQ3_S", 21), ("IQ2_S", 22), ("IQ4_XS", 23), ("I8", 24), ("I16", 25),
+         ("I32", 26), ("I64", 27), ("F64", 28), ("IQ1_M", 29), ("BF16", 30), ("TQ1_0", 34),
+         ("TQ2_0", 35), ("MXFP4", 39), ("NVFP4", 40), ("Q1_0", 41), ("Q2_0", 42), ("F8_E4M3", 43)]
+
+TO_FLOAT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float), ctypes.c_int64)
+
+
+class TypeTraits(ctypes.Structure):
+    # include/ggml.h: struct ggml_type_traits
+    _fields_ = [
+        ("type_name", ctypes.c_char_p),
+        ("blck_size", ctypes.c_int64),
+        ("blck_size_interleave", ctypes.c_int64),
+        ("type_size", ctypes.c_size_t),
+        ("is_quantized", ctypes.c_bool),
+        ("to_float", ctypes.c_void_p),
+        ("from_float_ref", ctypes.c_void_p),
+    ]
+
+
+def load_ggml():
+    import libggml
+    libdir = os.path.join(os.path.dirname(libggml.__file__), "lib64")
+    path = sorted(glob.glob(os.path.join(libdir, "libggml-base.so*")))[0]
+    lib = ctypes.CDLL(path)
+    lib.ggml_get_type_traits.restype = ctypes.POINTER(TypeTraits)
+    lib.ggml_get_type_traits.argtypes = [ctypes.c_int]
+    return lib
+
+
+def best_time(f, min_reps=5, min_time=0.5):
+    f()
+    best = float("inf")
+    start = time.perf_counter()
+    reps = 0
+    while reps < min_reps or time.perf_counter() - start < min_time:
+        t = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t)
+        reps += 1
+    return best
+
+
+def same_bits(a, b):
+    a = a.view(np.uint32)
+    b = b.view(np.uint32)
+    fa, fb = a.view(np.float32), b.view(np.float32)
+    return bool(np.all((a == b) | (np.isnan(fa) & np.isnan(fb))))
+
+
+def main():
+    wanted = set(a.upper() for a in sys.argv[1:])
+    subprocess.run(["cargo", "build", "--release", "--example", "cpu_throughput", "-q"],
+                   cwd=ROOT, check=True)
+    exe = os.path.join(TARGET, "release", "examples", "cpu_throughput")
+    lib = load_ggml()
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    print(f"CPU: {model}, {os.cpu_count()} cores; {N_VALUES} values (16 MiB f32) per type\n")
+    print("| type | ggml GB/s | ours 1t GB/s | ours all GB/s | 1t / ggml | all / 1t | bit-exact vs ggml |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, tid in TYPES:
+            if wanted and name not in wanted:
+                continue
+            src_path = os.path.join(tmp, "src.bin")
+            out_path = os.path.join(tmp, "out.f32")
+            subprocess.run([exe, "gen", name, str(N_VALUES), str(tid + 1), src_path], check=True)
+            run = subprocess.run([exe, "run", name, src_path, out_path], check=True,
+                                 capture_output=True, text=True).stdout.split()
+            n, one, allt = int(run[1]), float(run[2]), float(run[3])
+            ours = np.fromfile(out_path, dtype=np.float32)
+            ggml_gbs, exact = None, "n/a (no ggml to_float)"
+            if tid < 43:
+                traits = lib.ggml_get_type_traits(tid).contents
+                if traits.to_float:
+                    fn = TO_FLOAT(traits.to_float)
+                    src = np.fromfile(src_path, dtype=np.uint8)
+                    dst = np.empty(n, dtype=np.float32)
+                    sp = src.ctypes.data_as(ctypes.c_void_p)
+                    dp = dst.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+                    t = best_time(lambda: fn(sp, dp, n))
+                    ggml_gbs = n * 4 / 1e9 / t
+                    exact = "yes" if same_bits(ours, dst) else "**NO**"
+            g = f"{ggml_gbs:.2f}" if ggml_gbs else "–"
+            r = f"{one / ggml_gbs:.2f}" if ggml_gbs else "–"
+            print(f"| {name} | {g} | {one:.2f} | {allt:.2f} | {r} | {allt / one:.2f} | {exact} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+//! The output writers: a decode failure in the middle of a write leaves nothing behind.
+
+use gguf_dequant::output::{self, OutputFormat, OutputTensor};
+use gguf_dequant::{DType, Error};
+
+fn tensors(n: usize) -> Vec<OutputTensor> {
+    (0..n)
+        .map(|i| OutputTensor {
+            name: format!("t{i}"),
+            shape: vec![2, 3],
+        })
+        .collect()
+}
+
+#[test]
+fn failing_decode_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, n) in [("x.safetensors", 3), ("x.npy", 1), ("x.bin", 1)] {
+        let path = dir.path().join(name);
+        let format = OutputFormat::from_path(&path).unwrap();
+        let fail_at = n - 1;
+        let decode = |i: usize| -> gguf_dequant::Result<Vec<u8>> {
+            if i == fail_at {
+                Err(Error::DecodedSize {
+                    expected: 24,
+                    got: 0,
+                })
+            } else {
+                Ok(vec![0u8; 24])
+            }
+        };
+        let err = output::write(&path, format, DType::F32, &tensors(n), None, &decode).unwrap_err();
+        assert!(matches!(err, Error::DecodedSize { .. }), "{name}: {err}");
+        assert!(!path.exists(), "{name} left behind");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "{name}: temporary files left"
+        );
+    }
+}
+
+#[test]
+fn wrong_decoded_size_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.safetensors");
+    let decode = |_: usize| -> gguf_dequant::Result<Vec<u8>> { Ok(vec![0u8; 7]) };
+    let err = output::write(
+        &path,
+        OutputFormat::Safetensors,
+        DType::F32,
+        &tensors(2),
+        None,
+        &decode,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::DecodedSize {
+                expected: 24,
+                got: 7
+            }
+        ),
+        "{err}"
+    );
+    assert!(!path.exists());
+}
+
+#[test]
+fn existing_file_survives_a_failed_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.bin");
+    std::fs::write(&path, b"previous").unwrap();
+    let decode = |_: usize| -> gguf_dequant::Result<Vec<u8>> {
+        Err(Error::DecodedSize {
+            expected: 24,
+            got: 0,
+        })
+    };
+    assert!(output::write(
+        &path,
+        OutputFormat::Bin,
+        DType::F32,
+        &tensors(1),
+        None,
+        &decode
+    )
+    .is_err());
+    assert_eq!(std::fs::read(&path).unwrap(), b"previous");
+}
