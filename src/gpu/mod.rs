@@ -622,7 +622,7 @@ impl GpuEngine {
         let (_, dst_len) = upload::padded(format, n_blocks, dtype.size() as u64);
         let what = format!("allocating buffers for {n_blocks} {format} blocks");
         let (src_buf, dst_buf, staging) = scoped(&self.device, &what, || {
-            let src_buf = upload::upload(&self.device, "gguf-dequant source", src);
+            let src_buf = upload::upload(&self.device, "gguf-dequant source", src)?;
             let dst_buf = self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("gguf-dequant output"),
                 size: dst_len,
@@ -635,8 +635,8 @@ impl GpuEngine {
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
-            (src_buf, dst_buf, staging)
-        })?;
+            Ok::<_, GpuError>((src_buf, dst_buf, staging))
+        })??;
         self.check()?;
         let mut encoder = self
             .device

@@ -6,8 +6,29 @@
 //!
 //! The list below names the formats that have a shader, with their file stem and tables. It is
 //! the GPU half of the registry line (`FormatSpec::wgsl` reads it); a format missing here is
-//! decoded on the CPU. The 256-value super-block formats will be added here with their own
-//! entry points (see `shaders/lib/entry.wgsl` for the contract).
+//! decoded on the CPU.
+//!
+//! # Thread mapping
+//!
+//! `entry.wgsl`: 64 invocations per workgroup, 8 contiguous values per invocation, so one
+//! workgroup decodes 512 values = `512 / BLOCK_ELEMS` whole blocks, staged first into workgroup
+//! memory with coalesced `u32` loads (which is how 17/18/22/34-byte blocks are read without any
+//! CPU repacking). Invocations per block: 4 for the 32-value formats, 8 for NVFP4 and Q2_0, 16 for
+//! Q1_0; the one-value formats take 8 consecutive values each. Each invocation stores two
+//! `vec4<u32>` of f32 bits, or one `vec4<u32>` of f16/bf16 pairs.
+//!
+//! # Adding the 256-value super-block formats
+//!
+//! The same entry point already fits `BLOCK_ELEMS = 256` (2 blocks per workgroup, 32 invocations
+//! per block, `part` = 8-value group 0..32): a k-quant file only needs `dequant8` (plus helpers such
+//! as `get_scale_min_k4` in a new `shaders/lib/kquant.wgsl`). A format that wants another
+//! mapping ships its own entry file instead of `lib/entry.wgsl`, keeping the bindings and the
+//! `Params` struct. Grids go into `shaders/tables/<name>.wgsl` (u64 entries as lo/hi u32 pairs),
+//! generated from `formats::tables` and checked like `KVALUES_*` in `tests/shaders_layout_sync.rs`;
+//! the larger grids (iq1s_grid: 16 KiB) may be better as a read-only storage binding than as a
+//! module-scope `const` array indexed at run time. Exactness: the k-quant products
+//! `(d * sc) * q` and `dmin * m` are exact in f32 (at most 11 + 6 + 6 significant bits), so FMA
+//! contraction of the final subtraction cannot change the result; check each i-quant likewise.
 
 use crate::{DType, Format};
 

@@ -101,7 +101,11 @@ pub(crate) fn grid(groups: u64, max_dim: u64) -> (u32, u32) {
 
 /// Creates a storage buffer holding `src` exactly as it is (the caller's memory map, not repacked),
 /// padded with zeros to a multiple of 4 bytes.
-pub(crate) fn upload(device: &wgpu::Device, label: &str, src: &[u8]) -> wgpu::Buffer {
+pub(crate) fn upload(
+    device: &wgpu::Device,
+    label: &str,
+    src: &[u8],
+) -> Result<wgpu::Buffer, GpuError> {
     let size = round_up(src.len() as u64, SRC_ALIGN).max(SRC_ALIGN);
     let buffer = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
@@ -109,12 +113,15 @@ pub(crate) fn upload(device: &wgpu::Device, label: &str, src: &[u8]) -> wgpu::Bu
         usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: true,
     });
-    if let Ok(mut view) = buffer.get_mapped_range_mut(..) {
+    {
+        let mut view = buffer
+            .get_mapped_range_mut(..)
+            .map_err(|e| GpuError::Map(format!("{label}: {e}")))?;
         view.slice(..src.len()).copy_from_slice(src);
         view.slice(src.len()..).fill(0);
     }
     buffer.unmap();
-    buffer
+    Ok(buffer)
 }
 
 #[cfg(test)]

@@ -13,13 +13,20 @@ pub fn engine(backend: Backend, test: &str, options: EngineOptions) -> Option<Gp
         Ok(e) => {
             let info = e.adapter_info();
             eprintln!(
-                "[{test}] {backend}: adapter `{}` ({:?}, {:?}, driver `{}` {})",
-                info.name, info.backend, info.device_type, info.driver, info.driver_info
+                "[{test}] {backend}: adapter `{}` ({:?}, {:?}, driver `{}` {}); storage binding {} B, offset alignment {} B, buffer {} B",
+                info.name,
+                info.backend,
+                info.device_type,
+                info.driver,
+                info.driver_info,
+                e.max_binding_size(),
+                e.offset_alignment(),
+                e.limits().max_buffer_size
             );
             Some(e)
         }
         Err(err) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
+            if matches!(std::env::var("CI").as_deref(), Ok("true") | Ok("1")) {
                 panic!("[{test}] {backend}: no adapter and CI=true: {err}");
             }
             eprintln!("\n*** SKIPPED [{test}] on {backend}: no adapter: {err} ***\n");
