@@ -2,9 +2,46 @@
 
 use std::path::Path;
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use crate::formats::Format;
 use crate::gguf::{GgufFile, TensorInfo};
+use crate::gpu::GpuEngine;
 use crate::output::{self, OutputFormat, OutputTensor};
 use crate::{cpu, DType, Error, Result};
+
+/// Where tensors are decoded.
+#[derive(Clone, Copy)]
+pub enum Decoder<'a> {
+    /// The CPU reference codecs, on all cores.
+    Cpu,
+    /// WGSL shaders on a GPU; formats without a shader fall back to the CPU codecs.
+    Gpu(&'a GpuEngine),
+}
+
+impl Decoder<'_> {
+    /// Decodes `src` (whole blocks of `format`) to little-endian `dtype` bytes. Returns whether the
+    /// CPU codecs did it (always for [`Decoder::Cpu`], for formats without a shader on the GPU).
+    pub fn decode(&self, format: Format, src: &[u8], dtype: DType) -> Result<(Vec<u8>, bool)> {
+        match self {
+            Decoder::Gpu(engine) if GpuEngine::supports(format) => {
+                Ok((engine.dequant(format, src, dtype)?, false))
+            }
+            _ => {
+                let len = cpu::n_values(format, src.len())? * dtype.size();
+                let mut dst = Vec::new();
+                dst.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+                    bytes: len,
+                    what: format!("{format} output"),
+                })?;
+                dst.resize(len, 0);
+                cpu::dequant_to_bytes(format, src, dtype, &mut dst)?;
+                Ok((dst, true))
+            }
+        }
+    }
+}
 
 /// What [`dequant_file`] wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,6 +52,9 @@ pub struct DequantSummary {
     pub values: u64,
     /// Quantised bytes read from the file.
     pub bytes_read: u64,
+    /// Formats that the GPU has no shader for and the CPU codecs decoded instead (empty for
+    /// [`Decoder::Cpu`]).
+    pub cpu_fallback: Vec<Format>,
 }
 
 /// The tensors of `file` named in `names`, in the order given, or every tensor in file order when
@@ -34,14 +74,15 @@ pub fn select<'f>(file: &'f GgufFile, names: &[String]) -> Result<Vec<&'f Tensor
         .collect()
 }
 
-/// Dequantises the tensors of `file` named in `names` (all when empty) to `out` as `dtype`, with the
-/// CPU codecs on all cores; the format follows `out`'s extension. `progress` is called with the
-/// quantised bytes of each tensor once it is decoded. Nothing is left at `out` on failure.
+/// Dequantises the tensors of `file` named in `names` (all when empty) to `out` as `dtype` with
+/// `decoder`; the format follows `out`'s extension. `progress` is called with the quantised bytes of
+/// each tensor once it is decoded. Nothing is left at `out` on failure.
 pub fn dequant_file(
     file: &GgufFile,
     names: &[String],
     out: &Path,
     dtype: DType,
+    decoder: Decoder<'_>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<DequantSummary> {
     let selected = select(file, names)?;
@@ -54,24 +95,28 @@ pub fn dequant_file(
             shape: t.dims.iter().rev().map(|&d| d as usize).collect(),
         })
         .collect();
+    let fallback = Mutex::new(BTreeSet::new());
     let decode = |i: usize| -> Result<Vec<u8>> {
         let info = selected[i];
-        let src = file.tensor_data(info);
-        let len = tensors[i].n_values() * dtype.size();
-        let mut dst = Vec::new();
-        dst.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
-            bytes: len,
-            what: info.name.clone(),
-        })?;
-        dst.resize(len, 0);
-        cpu::dequant_to_bytes(info.format, src, dtype, &mut dst)?;
+        let (bytes, on_cpu) = decoder.decode(info.format, file.tensor_data(info), dtype)?;
+        if on_cpu && matches!(decoder, Decoder::Gpu(_)) {
+            fallback
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(info.format);
+        }
         progress(info.n_bytes);
-        Ok(dst)
+        Ok(bytes)
     };
     output::write(out, format, dtype, &tensors, None, &decode)?;
     Ok(DequantSummary {
         tensors: selected.len(),
         values: selected.iter().map(|t| t.n_elements).sum(),
         bytes_read: selected.iter().map(|t| t.n_bytes).sum(),
+        cpu_fallback: fallback
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .into_iter()
+            .collect(),
     })
 }

@@ -38,8 +38,9 @@ pub enum Command {
         /// Output element type.
         #[arg(long, default_value = "f32", value_parser = parse_dtype)]
         dtype: DType,
-        /// Where to decode.
-        #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+        /// Where to decode: a GPU backend, or the CPU codecs. `auto` takes the best GPU adapter
+        /// (or the one GGUF_DEQUANT_BACKEND names) and falls back to the CPU when there is none.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
         backend: Backend,
         /// No progress bar.
         #[arg(long, short)]
@@ -50,8 +51,33 @@ pub enum Command {
 /// Decoding backends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
+    /// The best GPU adapter, else the CPU codecs.
+    Auto,
+    /// Vulkan (lavapipe counts).
+    Vulkan,
+    /// OpenGL / GLES through EGL (llvmpipe counts).
+    Gl,
+    /// Metal.
+    Metal,
+    /// Direct3D 12.
+    Dx12,
     /// The CPU reference codecs, on all cores.
     Cpu,
+}
+
+impl Backend {
+    /// The GPU backend, or `None` for the CPU.
+    pub fn gpu(self) -> Option<gguf_dequant::gpu::Backend> {
+        use gguf_dequant::gpu::Backend as B;
+        match self {
+            Backend::Auto => Some(B::Auto),
+            Backend::Vulkan => Some(B::Vulkan),
+            Backend::Gl => Some(B::Gl),
+            Backend::Metal => Some(B::Metal),
+            Backend::Dx12 => Some(B::Dx12),
+            Backend::Cpu => None,
+        }
+    }
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {

@@ -8,10 +8,12 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::Parser;
-use gguf_dequant::{dequant, inspect, GgufFile};
+use gguf_dequant::dequant::{self, Decoder};
+use gguf_dequant::gpu::{self, GpuEngine};
+use gguf_dequant::{inspect, GgufFile};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use args::{Cli, Command};
+use args::{Backend, Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -51,16 +53,27 @@ fn run(cli: Cli) -> Result<()> {
             tensors,
             out,
             dtype,
-            backend: _,
+            backend,
             quiet,
         } => {
             let file = GgufFile::open(&file)?;
+            let engine = gpu_engine(backend)?;
+            let decoder = engine.as_ref().map_or(Decoder::Cpu, Decoder::Gpu);
             let selected = dequant::select(&file, &tensors)?;
             let total: u64 = selected.iter().map(|t| t.n_bytes).sum();
             let bar = progress_bar(total, quiet);
             let start = Instant::now();
-            let summary = dequant::dequant_file(&file, &tensors, &out, dtype, &|n| bar.inc(n))?;
+            let summary =
+                dequant::dequant_file(&file, &tensors, &out, dtype, decoder, &|n| bar.inc(n))?;
             bar.finish_and_clear();
+            if !summary.cpu_fallback.is_empty() {
+                let names: Vec<&str> = summary.cpu_fallback.iter().map(|f| f.name()).collect();
+                eprintln!(
+                    "note: {} ha{} no GPU shader yet; converted by the CPU codecs",
+                    names.join(", "),
+                    if names.len() == 1 { "s" } else { "ve" }
+                );
+            }
             let secs = start.elapsed().as_secs_f64();
             eprintln!(
                 "wrote {} ({} tensor{}, {} values as {dtype}) in {secs:.2} s, {:.2} GB/s of quantised input",
@@ -73,6 +86,31 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The GPU engine for `backend`, or `None` for the CPU codecs. `auto` without any adapter falls back
+/// to the CPU with a note; a named backend without an adapter is an error.
+fn gpu_engine(backend: Backend) -> Result<Option<GpuEngine>> {
+    let Some(gpu_backend) = backend.gpu() else {
+        return Ok(None);
+    };
+    match GpuEngine::new(gpu_backend) {
+        Ok(engine) => {
+            let info = engine.adapter_info();
+            eprintln!(
+                "using {} ({:?}, {:?})",
+                info.name, info.backend, info.device_type
+            );
+            Ok(Some(engine))
+        }
+        Err(gguf_dequant::Error::Gpu(gpu::GpuError::NoAdapter { .. }))
+            if backend == Backend::Auto && gpu::Backend::from_env()?.is_none() =>
+        {
+            eprintln!("note: no GPU adapter found; decoding with the CPU codecs");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A byte-count progress bar on stderr, drawn only when stderr is a terminal and not `--quiet`.
