@@ -10,12 +10,14 @@ use anyhow::Result;
 use clap::Parser;
 use gguf_dequant::dequant::{self, Decoder};
 use gguf_dequant::gpu::{self, GpuEngine};
+use gguf_dequant::output::OutputFormat;
 use gguf_dequant::{inspect, GgufFile};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use args::{Backend, Cli, Command};
 
 fn main() -> ExitCode {
+    quiet_headless_wayland();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -24,6 +26,17 @@ fn main() -> ExitCode {
             let _ = writeln!(io::stderr(), "error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// On a headless machine Mesa's Vulkan driver probes for a Wayland display, and libwayland prints
+/// `error: XDG_RUNTIME_DIR is invalid or not set` for each probe: noise that reads like our own
+/// errors. Point the variable at the temporary directory when it is unset (before any thread runs).
+fn quiet_headless_wayland() {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none()
+        && std::env::var_os("WAYLAND_DISPLAY").is_none()
+    {
+        std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
     }
 }
 
@@ -57,9 +70,10 @@ fn run(cli: Cli) -> Result<()> {
             quiet,
         } => {
             let file = GgufFile::open(&file)?;
+            let selected = dequant::select(&file, &tensors)?;
+            OutputFormat::from_path(&out)?.check(&out, selected.len(), dtype)?;
             let engine = gpu_engine(backend)?;
             let decoder = engine.as_ref().map_or(Decoder::Cpu, Decoder::Gpu);
-            let selected = dequant::select(&file, &tensors)?;
             let total: u64 = selected.iter().map(|t| t.n_bytes).sum();
             let bar = progress_bar(total, quiet);
             let start = Instant::now();
