@@ -109,7 +109,10 @@ impl Backend {
     /// The backend named by [`BACKEND_ENV`], if it is set and not empty.
     pub fn from_env() -> Result<Option<Backend>> {
         match std::env::var(BACKEND_ENV) {
-            Ok(s) if !s.trim().is_empty() => Ok(Some(s.trim().parse()?)),
+            Ok(s) if !s.trim().is_empty() => match s.trim().parse() {
+                Ok(b) => Ok(Some(b)),
+                Err(_) => Err(GpuError::UnknownBackend(format!("{BACKEND_ENV}={s}")).into()),
+            },
             _ => Ok(None),
         }
     }
