@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use crate::formats::Format;
@@ -75,14 +75,16 @@ pub fn select<'f>(file: &'f GgufFile, names: &[String]) -> Result<Vec<&'f Tensor
 }
 
 /// Dequantises the tensors of `file` named in `names` (all when empty) to `out` as `dtype` with
-/// `decoder`; the format follows `out`'s extension. `progress` is called with the quantised bytes of
-/// each tensor once it is decoded. Nothing is left at `out` on failure.
+/// `decoder`; the format follows `out`'s extension, and `metadata` goes into a safetensors header's
+/// `__metadata__`. `progress` is called with the quantised bytes of each tensor once it is decoded.
+/// Nothing is left at `out` on failure.
 pub fn dequant_file(
     file: &GgufFile,
     names: &[String],
     out: &Path,
     dtype: DType,
     decoder: Decoder<'_>,
+    metadata: Option<HashMap<String, String>>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<DequantSummary> {
     let selected = select(file, names)?;
@@ -108,7 +110,7 @@ pub fn dequant_file(
         progress(info.n_bytes);
         Ok(bytes)
     };
-    output::write(out, format, dtype, &tensors, None, &decode)?;
+    output::write(out, format, dtype, &tensors, metadata, &decode)?;
     Ok(DequantSummary {
         tensors: selected.len(),
         values: selected.iter().map(|t| t.n_elements).sum(),

@@ -81,6 +81,31 @@ fn string_json(s: &GgufString) -> Json {
 }
 
 fn value_json(v: &Value) -> Json {
+    full_or_summary_json(v, true)
+}
+
+/// `v` as JSON: strings lossily, non-finite floats as `"NaN"`/`"inf"`/`"-inf"`; arrays in full, or,
+/// with `summarise`, longer than [`JSON_ARRAY_MAX`] as `{"array_of", "len", "head"}`.
+pub fn value_to_json(v: &Value, summarise: bool) -> Json {
+    full_or_summary_json(v, summarise)
+}
+
+/// The file's metadata as strings, for a safetensors `__metadata__` header: string values as they
+/// are (lossily), everything else as its full JSON text (`30`, `true`, `["a","b"]`).
+pub fn metadata_strings(file: &GgufFile) -> std::collections::HashMap<String, String> {
+    file.metadata()
+        .iter()
+        .map(|(k, v)| {
+            let s = match v {
+                Value::String(s) => s.to_string_lossy().into_owned(),
+                v => value_to_json(v, false).to_string(),
+            };
+            (k.clone(), s)
+        })
+        .collect()
+}
+
+fn full_or_summary_json(v: &Value, summarise: bool) -> Json {
     match v {
         Value::U8(x) => json!(x),
         Value::I8(x) => json!(x),
@@ -94,13 +119,17 @@ fn value_json(v: &Value) -> Json {
         Value::F64(x) => float_json(*x),
         Value::Bool(b) => json!(b),
         Value::String(s) => string_json(s),
-        Value::Array(a) => array_json(a),
+        Value::Array(a) => array_json(a, summarise),
     }
 }
 
-fn array_json(a: &Array) -> Json {
-    if a.len() <= JSON_ARRAY_MAX {
-        Json::Array(a.iter().map(|v| value_json(&v)).collect())
+fn array_json(a: &Array, summarise: bool) -> Json {
+    if !summarise || a.len() <= JSON_ARRAY_MAX {
+        Json::Array(
+            a.iter()
+                .map(|v| full_or_summary_json(&v, summarise))
+                .collect(),
+        )
     } else {
         let head: Vec<Json> = a.iter().take(ARRAY_HEAD).map(|v| value_json(&v)).collect();
         json!({"array_of": a.value_type().name(), "len": a.len(), "head": head})

@@ -31,6 +31,8 @@ pub mod gguf;
 pub mod gpu;
 pub mod inspect;
 pub mod output;
+pub mod selftest;
+pub mod verify;
 
 pub use dtype::DType;
 pub use error::{Error, Result};

@@ -12,7 +12,7 @@ fn backend_env_variable_and_missing_backends() {
         "adapters: {:#?}",
         adapters
             .iter()
-            .map(|a| (&a.name, a.backend))
+            .map(|a| (&a.info.name, a.info.backend))
             .collect::<Vec<_>>()
     );
 

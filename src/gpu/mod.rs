@@ -286,12 +286,30 @@ fn describe(info: &wgpu::AdapterInfo) -> String {
     format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
 }
 
+/// An adapter as wgpu reports it, with the limits that matter for dequantisation.
+#[derive(Clone, Debug)]
+pub struct AdapterDetails {
+    /// Name, vendor, backend, device type, driver.
+    pub info: wgpu::AdapterInfo,
+    /// The adapter's own limits (what a device created by [`GpuEngine::new`] gets).
+    pub limits: wgpu::Limits,
+    /// Whether it runs compute shaders (GL adapters below GLES 3.1 do not).
+    pub compute: bool,
+}
+
 /// Every adapter wgpu sees on any backend, usable for compute or not.
-pub fn list_adapters() -> Vec<wgpu::AdapterInfo> {
+pub fn list_adapters() -> Vec<AdapterDetails> {
     let backends = Backend::Auto.wgpu_backends();
     pollster::block_on(instance(backends).enumerate_adapters(backends))
         .iter()
-        .map(|a| a.get_info())
+        .map(|a| AdapterDetails {
+            info: a.get_info(),
+            limits: a.limits(),
+            compute: a
+                .get_downlevel_capabilities()
+                .flags
+                .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS),
+        })
         .collect()
 }
 

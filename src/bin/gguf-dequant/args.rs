@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use gguf_dequant::gpu;
 use gguf_dequant::DType;
 
-/// Inspect, verify and dequantise GGUF model files.
+/// Inspect, verify, convert and dequantise GGUF model files, on the GPU or the CPU.
 #[derive(Debug, Parser)]
 #[command(name = "gguf-dequant", version, about, max_term_width = 100)]
 pub struct Cli {
@@ -17,6 +18,21 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Decode a built-in sample of every format on the GPU and check it against the CPU codecs.
+    Selftest {
+        /// GPU backend.
+        #[arg(long, value_enum, default_value_t = GpuBackend::Auto)]
+        backend: GpuBackend,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every GPU adapter wgpu sees, with the limits that matter here.
+    Adapters {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show a GGUF file's header, metadata and tensor table.
     Inspect {
         /// The GGUF file.
@@ -24,6 +40,34 @@ pub enum Command {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Dequantise every tensor on the GPU and compare it bit-for-bit with the CPU codecs.
+    Verify {
+        /// The GGUF file.
+        file: PathBuf,
+        /// GPU backend.
+        #[arg(long, value_enum, default_value_t = GpuBackend::Auto)]
+        backend: GpuBackend,
+        /// Output element type compared.
+        #[arg(long, default_value = "f32", value_parser = parse_dtype)]
+        dtype: DType,
+        #[command(flatten)]
+        report: Report,
+    },
+    /// Dequantise the whole model into a .safetensors file, GGUF metadata in `__metadata__`.
+    Convert {
+        /// The GGUF file.
+        file: PathBuf,
+        /// The .safetensors file to write.
+        out: PathBuf,
+        /// Output element type.
+        #[arg(long, default_value = "f16", value_parser = parse_dtype)]
+        dtype: DType,
+        /// Where to decode.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+        #[command(flatten)]
+        report: Report,
     },
     /// Dequantise tensors to .safetensors (any number), .npy or .bin (one tensor).
     Dequant {
@@ -38,8 +82,7 @@ pub enum Command {
         /// Output element type.
         #[arg(long, default_value = "f32", value_parser = parse_dtype)]
         dtype: DType,
-        /// Where to decode: a GPU backend, or the CPU codecs. `auto` takes the best GPU adapter
-        /// (or the one GGUF_DEQUANT_BACKEND names) and falls back to the CPU when there is none.
+        /// Where to decode.
         #[arg(long, value_enum, default_value_t = Backend::Auto)]
         backend: Backend,
         /// No progress bar.
@@ -48,10 +91,21 @@ pub enum Command {
     },
 }
 
-/// Decoding backends.
+/// `--json` and `--quiet` for long commands.
+#[derive(Debug, Args)]
+pub struct Report {
+    /// Print one JSON object instead of text (no progress bar).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Decoding backends: a GPU API, or the CPU codecs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
-    /// The best GPU adapter, else the CPU codecs.
+    /// The best GPU adapter (or the one GGUF_DEQUANT_BACKEND names), else the CPU codecs.
     Auto,
     /// Vulkan (lavapipe counts).
     Vulkan,
@@ -65,17 +119,44 @@ pub enum Backend {
     Cpu,
 }
 
+/// GPU backends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GpuBackend {
+    /// The best GPU adapter, or the one GGUF_DEQUANT_BACKEND names.
+    Auto,
+    /// Vulkan (lavapipe counts).
+    Vulkan,
+    /// OpenGL / GLES through EGL (llvmpipe counts).
+    Gl,
+    /// Metal.
+    Metal,
+    /// Direct3D 12.
+    Dx12,
+}
+
 impl Backend {
     /// The GPU backend, or `None` for the CPU.
-    pub fn gpu(self) -> Option<gguf_dequant::gpu::Backend> {
-        use gguf_dequant::gpu::Backend as B;
+    pub fn gpu(self) -> Option<gpu::Backend> {
         match self {
-            Backend::Auto => Some(B::Auto),
-            Backend::Vulkan => Some(B::Vulkan),
-            Backend::Gl => Some(B::Gl),
-            Backend::Metal => Some(B::Metal),
-            Backend::Dx12 => Some(B::Dx12),
+            Backend::Auto => Some(GpuBackend::Auto.gpu()),
+            Backend::Vulkan => Some(GpuBackend::Vulkan.gpu()),
+            Backend::Gl => Some(GpuBackend::Gl.gpu()),
+            Backend::Metal => Some(GpuBackend::Metal.gpu()),
+            Backend::Dx12 => Some(GpuBackend::Dx12.gpu()),
             Backend::Cpu => None,
+        }
+    }
+}
+
+impl GpuBackend {
+    /// The library's backend.
+    pub fn gpu(self) -> gpu::Backend {
+        match self {
+            GpuBackend::Auto => gpu::Backend::Auto,
+            GpuBackend::Vulkan => gpu::Backend::Vulkan,
+            GpuBackend::Gl => gpu::Backend::Gl,
+            GpuBackend::Metal => gpu::Backend::Metal,
+            GpuBackend::Dx12 => gpu::Backend::Dx12,
         }
     }
 }
