@@ -426,6 +426,25 @@ const CASES: &[Case] = &[
         variant: "DimCount",
         message: "n_dims is 6, must be 1 to 4",
     },
+    // Found in the audit for this corpus: keys and tensor names are file bytes, and were printed
+    // raw in error messages, so a file could split the CLI's one-line error and send terminal
+    // escape sequences.
+    Case {
+        file: "escape-in-key.gguf",
+        source: "gguf-dequant (audit)",
+        what: "a repeated key holding a newline, a fake `error:` line and an OSC title escape",
+        build: || {
+            let key = b"a\n\x1b]0;owned\x07error: fake";
+            Raw::header(0, 2)
+                .key(key, T_U8)
+                .raw(&[1])
+                .key(key, T_U8)
+                .raw(&[2])
+                .done()
+        },
+        variant: "DuplicateKey",
+        message: r#"metadata key "a\n\u{1b}]0;owned\u{7}error: fake" at byte 60 appears twice"#,
+    },
 ];
 
 /// CLI invocations run on every corpus file; `{file}` is the corpus file, `{out}` an output path
