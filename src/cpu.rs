@@ -21,13 +21,14 @@ const TASK_VALUES: usize = 1 << 16;
 /// Below this many values, the parallel entry points stay on the calling thread.
 const PARALLEL_MIN_VALUES: usize = 1 << 16;
 
-const _: () = assert!(SCRATCH_VALUES % 256 == 0 && TASK_VALUES % SCRATCH_VALUES == 0);
+const _: () =
+    assert!(SCRATCH_VALUES.is_multiple_of(256) && TASK_VALUES.is_multiple_of(SCRATCH_VALUES));
 
 /// Number of values that `n_bytes` of `format` decode to, or [`Error::PartialBlock`] when
 /// `n_bytes` is not a whole number of blocks.
 pub fn n_values(format: Format, n_bytes: usize) -> Result<usize> {
     let spec = format.spec();
-    if n_bytes % spec.bytes != 0 {
+    if !n_bytes.is_multiple_of(spec.bytes) {
         return Err(Error::PartialBlock {
             format,
             len: n_bytes,

@@ -87,7 +87,7 @@ fn check(dir: &Path, fx: &Fixture) -> Result<(), String> {
             fx.n_blocks
         ));
     }
-    if fx.rows == 0 || fx.n_blocks % fx.rows != 0 {
+    if fx.rows == 0 || !fx.n_blocks.is_multiple_of(fx.rows) {
         return Err(format!(
             "bad row count {} for {} blocks",
             fx.rows, fx.n_blocks
