@@ -1,7 +1,7 @@
 //! Fuzz target: the GGUF reader on whole-file bytes.
 //!
-//! `gguf::parse` must never panic, and a header it accepts must keep every promise the reader
-//! documents (tensor extents inside the file, no overlaps, sizes that match the format). An
+//! `gguf::parse` must never panic; its error messages must hold no control characters (keys and
+//! names come from the file); a header it accepts must keep every promise the reader documents (tensor extents inside the file, no overlaps, sizes that match the format). An
 //! accepted file is then opened through the memory map (`GgufFile::open`, the path the CLI takes)
 //! and rendered by both `inspect` outputs, and every tensor is decoded by the CPU codecs.
 #![no_main]
@@ -52,7 +52,18 @@ fn check_invariants(h: &Header, len: u64) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(header) = parse(data) else { return };
+    let header = match parse(data) {
+        Ok(h) => h,
+        Err(e) => {
+            // Keys and names are file bytes: a message must stay one printable line.
+            let msg = e.to_string();
+            assert!(
+                !msg.chars().any(char::is_control),
+                "control character in {msg:?}"
+            );
+            return;
+        }
+    };
     check_invariants(&header, data.len() as u64);
 
     // The same bytes through the memory map must give the same header.
