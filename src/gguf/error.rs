@@ -9,7 +9,9 @@ use super::value::ValueType;
 /// One variant per rejection rule. Every message says what is wrong and where: the byte offset in
 /// the file (of the field being read, or of the tensor-info record for tensor rules), and the
 /// metadata key or tensor name when it is known. Names and keys that are not valid UTF-8 are shown
-/// lossily.
+/// lossily. Keys and names are file bytes, so messages show them quoted and escaped like Rust string
+/// literals (`"a\n\u{1b}"`): a message is one line with no control characters, whatever the file
+/// holds (no forged log lines, no terminal escape sequences).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GgufError {
@@ -88,7 +90,7 @@ pub enum GgufError {
     },
     /// An array count whose items could not fit in the rest of the file.
     #[error(
-        "metadata \"{key}\": array of {count} {item_type} items at byte {offset} is impossible \
+        "metadata {key:?}: array of {count} {item_type} items at byte {offset} is impossible \
          (each takes at least {min_size} bytes, {remaining} bytes follow)"
     )]
     ArrayLength {
@@ -106,7 +108,7 @@ pub enum GgufError {
         remaining: u64,
     },
     /// Arrays nested deeper than [`MAX_ARRAY_DEPTH`](super::MAX_ARRAY_DEPTH).
-    #[error("metadata \"{key}\": arrays nested deeper than {max} levels at byte {offset}")]
+    #[error("metadata {key:?}: arrays nested deeper than {max} levels at byte {offset}")]
     NestingTooDeep {
         /// Offset of the element type that would open one level too many.
         offset: u64,
@@ -116,7 +118,7 @@ pub enum GgufError {
         max: usize,
     },
     /// A value or array element type id that GGUF does not define.
-    #[error("metadata \"{key}\": unknown value type {type_id} at byte {offset}")]
+    #[error("metadata {key:?}: unknown value type {type_id} at byte {offset}")]
     UnknownValueType {
         /// Offset of the u32 type id.
         offset: u64,
@@ -126,7 +128,7 @@ pub enum GgufError {
         type_id: u32,
     },
     /// A bool byte other than 0 or 1.
-    #[error("metadata \"{key}\": bool byte {byte:#04x} at byte {offset} is neither 0 nor 1")]
+    #[error("metadata {key:?}: bool byte {byte:#04x} at byte {offset} is neither 0 nor 1")]
     BadBool {
         /// Offset of the byte.
         offset: u64,
@@ -144,7 +146,7 @@ pub enum GgufError {
         lossy: String,
     },
     /// A metadata key that appears twice.
-    #[error("metadata key \"{key}\" at byte {offset} appears twice")]
+    #[error("metadata key {key:?} at byte {offset} appears twice")]
     DuplicateKey {
         /// Offset of the second occurrence's length field.
         offset: u64,
@@ -193,7 +195,7 @@ pub enum GgufError {
         max: u64,
     },
     /// Two tensors with the same name.
-    #[error("tensor \"{name}\" at byte {offset}: the name appears twice")]
+    #[error("tensor {name:?} at byte {offset}: the name appears twice")]
     DuplicateTensor {
         /// Offset of the second record.
         offset: u64,
@@ -201,7 +203,7 @@ pub enum GgufError {
         name: String,
     },
     /// `n_dims` outside 1..=4.
-    #[error("tensor \"{name}\" at byte {offset}: n_dims is {n_dims}, must be 1 to 4")]
+    #[error("tensor {name:?} at byte {offset}: n_dims is {n_dims}, must be 1 to 4")]
     DimCount {
         /// Offset of the tensor-info record.
         offset: u64,
@@ -211,7 +213,7 @@ pub enum GgufError {
         n_dims: u32,
     },
     /// A dimension of 0 (a zero-element tensor).
-    #[error("tensor \"{name}\" at byte {offset}: dimension {axis} is 0 (dims {dims:?})")]
+    #[error("tensor {name:?} at byte {offset}: dimension {axis} is 0 (dims {dims:?})")]
     ZeroDim {
         /// Offset of the tensor-info record.
         offset: u64,
@@ -223,7 +225,7 @@ pub enum GgufError {
         dims: Vec<u64>,
     },
     /// The product of the dims overflows ggml's `int64_t` element count.
-    #[error("tensor \"{name}\" at byte {offset}: element count of dims {dims:?} overflows int64")]
+    #[error("tensor {name:?} at byte {offset}: element count of dims {dims:?} overflows int64")]
     ElementCountOverflow {
         /// Offset of the tensor-info record.
         offset: u64,
@@ -233,7 +235,7 @@ pub enum GgufError {
         dims: Vec<u64>,
     },
     /// A removed or unknown ggml type id.
-    #[error("tensor \"{name}\" at byte {offset}: {source}")]
+    #[error("tensor {name:?} at byte {offset}: {source}")]
     TensorType {
         /// Offset of the tensor-info record.
         offset: u64,
@@ -245,7 +247,7 @@ pub enum GgufError {
     },
     /// `ne0` is not a whole number of blocks.
     #[error(
-        "tensor \"{name}\" at byte {offset}: ne0 = {ne0} is not a multiple of the {format} block \
+        "tensor {name:?} at byte {offset}: ne0 = {ne0} is not a multiple of the {format} block \
          size {block_elems}"
     )]
     RowNotBlockMultiple {
@@ -261,7 +263,9 @@ pub enum GgufError {
         block_elems: u64,
     },
     /// The tensor's byte size overflows `u64`.
-    #[error("tensor \"{name}\" at byte {offset}: {n_elements} {format} elements overflow a u64 byte size")]
+    #[error(
+        "tensor {name:?} at byte {offset}: {n_elements} {format} elements overflow a u64 byte size"
+    )]
     ByteSizeOverflow {
         /// Offset of the tensor-info record.
         offset: u64,
@@ -274,7 +278,7 @@ pub enum GgufError {
     },
     /// A tensor offset that is not a multiple of the alignment.
     #[error(
-        "tensor \"{name}\" at byte {offset}: data offset {tensor_offset} is not a multiple of the \
+        "tensor {name:?} at byte {offset}: data offset {tensor_offset} is not a multiple of the \
          alignment {alignment}"
     )]
     UnalignedOffset {
@@ -289,7 +293,7 @@ pub enum GgufError {
     },
     /// A tensor whose bytes do not lie inside the file.
     #[error(
-        "tensor \"{name}\" at byte {offset}: its {n_bytes} bytes at data offset {tensor_offset} \
+        "tensor {name:?} at byte {offset}: its {n_bytes} bytes at data offset {tensor_offset} \
          (data section at byte {data_offset}) run past the end of the file ({file_len} bytes)"
     )]
     TensorOutOfFile {
@@ -308,8 +312,8 @@ pub enum GgufError {
     },
     /// Two tensors whose bytes overlap.
     #[error(
-        "tensor \"{name}\" at byte {offset}: its bytes at data offset {tensor_offset} overlap \
-         tensor \"{other}\" ({other_offset}..{other_end})"
+        "tensor {name:?} at byte {offset}: its bytes at data offset {tensor_offset} overlap \
+         tensor {other:?} ({other_offset}..{other_end})"
     )]
     TensorOverlap {
         /// Offset of the tensor-info record of the later-starting tensor.
@@ -327,7 +331,7 @@ pub enum GgufError {
     },
     /// A type id 43 (F8_E4M3) tensor that is not laid out as one byte per element.
     #[error(
-        "tensor \"{name}\" at byte {offset}: type F8_E4M3 (id 43) with {n_elements} elements is \
+        "tensor {name:?} at byte {offset}: type F8_E4M3 (id 43) with {n_elements} elements is \
          given {room} bytes in the file; only the 1-byte-per-element variant is supported \
          (spec §5: other forks use id 43 for block formats)"
     )]

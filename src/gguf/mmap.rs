@@ -1,4 +1,26 @@
 //! The crate's one `unsafe`: a read-only memory map of a whole file (design notes §5 rule 8).
+//!
+//! # What the map can and cannot guarantee
+//!
+//! A memory map is only as stable as the file under it, and another process may always change a
+//! file we opened (file locks on Linux are advisory):
+//!
+//! * **The file shrinks** (truncated, or rewritten in place by a download that restarts): touching
+//!   a mapped page past the new end raises `SIGBUS` and the process dies. No check can rule this
+//!   out, since the truncation can happen between any check and the read. [`Map::of`] re-reads the
+//!   file length after mapping and refuses a file that is already shorter than the map, which
+//!   closes the window only up to that moment. Rust cannot turn `SIGBUS` into an error without a
+//!   signal handler and `sigsetjmp`-style recovery, which is far more `unsafe` than this module.
+//! * **The file is modified in place**: bytes we already read may change. [`super::parse`] copies
+//!   everything it validates (counts, lengths, offsets, names, metadata) out of the map into owned
+//!   values, and [`super::GgufFile::tensor_data`] bounds-checks each slice against the map's fixed
+//!   length, so a concurrent writer can change the *values* of tensor bytes (garbage numbers out)
+//!   but not any length or offset the crate relies on. Codecs accept every byte pattern.
+//! * **The file grows**: the map keeps the length it was created with; later bytes are not seen.
+//!
+//! Callers that cannot rule out a concurrent writer that shrinks the file (a download still in
+//! progress, a shared directory) should copy the file first, or read it into memory and use
+//! [`super::parse`] on the bytes.
 
 use std::fs::File;
 use std::io;
@@ -8,18 +30,27 @@ use std::io;
 pub(crate) struct Map(memmap2::Mmap);
 
 impl Map {
-    /// Maps all of `file` read-only.
+    /// Maps all of `file` read-only, then checks the file is still at least as long as the map.
     #[allow(unsafe_code)]
     pub(crate) fn of(file: &File) -> io::Result<Map> {
-        // SAFETY: This is acceptable because the only way for memory map undefined behavior to
-        // occur is if the underlying file is truncated or modified while we hold the map, and we
-        // can't really do anything about that: another process may always write to a file we
-        // opened. If it is truncated, touching a page past the new end raises SIGBUS and the
-        // process dies; if it is modified, bytes we already validated (lengths, offsets) may change
-        // underneath us. We map read-only and never hand out the map mutably, so this process
-        // never causes either. Callers that cannot rule out concurrent writers should copy the
-        // file first. (Contract wording after ripgrep's `grep-searcher` mmap.)
+        // SAFETY: `Mmap::map` is unsafe because the mapped bytes are only as immutable as the file:
+        // if another process truncates the file while we hold the map, touching a page past the
+        // new end raises SIGBUS and the process dies; if it writes to the file, bytes behind our
+        // `&[u8]` change. Neither can be prevented by this process (see the module docs); we map
+        // read-only, never hand out the map mutably and never write to the file, so this process
+        // never causes either, and everything the reader validates is copied out of the map
+        // before it is relied on, so a concurrent write can change tensor values but not the
+        // bounds of any slice. (Contract wording after ripgrep's `grep-searcher` mmap.)
         let map = unsafe { memmap2::Mmap::map(file)? };
+        // The length the map was made with came from an earlier `fstat`; if the file has shrunk
+        // since, fail now with an error rather than later with SIGBUS.
+        let now = file.metadata()?.len();
+        if now < map.len() as u64 {
+            return Err(io::Error::other(format!(
+                "file shrank from {} to {now} bytes while being memory-mapped",
+                map.len()
+            )));
+        }
         Ok(Map(map))
     }
 

@@ -132,6 +132,13 @@ pub struct TensorInfo {
 ///
 /// Opening runs [`parse`] over the whole map; afterwards every [`TensorInfo`] it hands out has its
 /// bytes inside the map, and [`tensor_data`](GgufFile::tensor_data) is a zero-copy slice.
+///
+/// The map is only as stable as the file: if another process truncates the file while it is open,
+/// reading a tensor past the new end kills the process with `SIGBUS` (a file already shorter when
+/// mapped is an [`Error::Io`]); if it rewrites bytes in place, tensor values change but no length
+/// or offset does, since the header is copied out of the map when the file is opened. For a file
+/// that may be shrunk underneath (a download in progress), copy it first, or read it into memory
+/// and use [`parse`].
 #[derive(Debug)]
 pub struct GgufFile {
     path: PathBuf,

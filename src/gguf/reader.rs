@@ -160,7 +160,7 @@ pub fn parse(bytes: &[u8]) -> Result<Header> {
             });
         }
         let type_offset = c.offset();
-        let type_id = c.u32(&|| format!("value type of \"{key}\""))?;
+        let type_id = c.u32(&|| format!("value type of {key:?}"))?;
         let ty = value_type(type_id, type_offset, key)?;
         let value_offset = c.offset();
         let value = read_value(&mut c, ty, key, 0)?;
@@ -291,7 +291,7 @@ fn value_type(type_id: u32, offset: u64, key: &str) -> Result<ValueType> {
 
 /// Reads one value of type `ty`; `depth` is the number of arrays it sits in.
 fn read_value(c: &mut Cursor<'_>, ty: ValueType, key: &str, depth: usize) -> Result<Value> {
-    let what = || format!("value of \"{key}\"");
+    let what = || format!("value of {key:?}");
     Ok(match ty {
         ValueType::U8 => Value::U8(u8::from_le_bytes(c.array(&what)?)),
         ValueType::I8 => Value::I8(i8::from_le_bytes(c.array(&what)?)),
@@ -328,7 +328,7 @@ fn bool_byte(byte: u8, offset: u64, key: &str) -> Result<bool> {
 /// Reads an array's element type, count and items; `depth` counts this array (the outermost is 1).
 fn read_array<'a>(c: &mut Cursor<'a>, key: &str, depth: usize) -> Result<Array> {
     let type_offset = c.offset();
-    let type_id = c.u32(&|| format!("array element type of \"{key}\""))?;
+    let type_id = c.u32(&|| format!("array element type of {key:?}"))?;
     let ty = value_type(type_id, type_offset, key)?;
     if ty == ValueType::Array && depth >= MAX_ARRAY_DEPTH {
         return Err(GgufError::NestingTooDeep {
@@ -338,7 +338,7 @@ fn read_array<'a>(c: &mut Cursor<'a>, key: &str, depth: usize) -> Result<Array> 
         });
     }
     let count_offset = c.offset();
-    let count = c.u64(&|| format!("array count of \"{key}\""))?;
+    let count = c.u64(&|| format!("array count of {key:?}"))?;
     let remaining = c.remaining();
     let total_min = count.checked_mul(ty.min_size());
     if total_min.is_none_or(|n| n > remaining) {
@@ -355,7 +355,7 @@ fn read_array<'a>(c: &mut Cursor<'a>, key: &str, depth: usize) -> Result<Array> 
     // usize and every allocation below is bounded by the file size.
     let n = count as usize;
     let items = |c: &mut Cursor<'a>| -> Result<&'a [u8]> {
-        c.take(count * ty.min_size(), &|| format!("items of \"{key}\""))
+        c.take(count * ty.min_size(), &|| format!("items of {key:?}"))
     };
     macro_rules! fixed {
         ($variant:ident, $t:ty) => {{
@@ -395,7 +395,7 @@ fn read_array<'a>(c: &mut Cursor<'a>, key: &str, depth: usize) -> Result<Array> 
         ValueType::String => {
             let mut v = Vec::with_capacity(n);
             for k in 0..count {
-                let s = c.string(&|| format!("item {k} of \"{key}\""))?;
+                let s = c.string(&|| format!("item {k} of {key:?}"))?;
                 v.push(GgufString::new(s));
             }
             Array::String(v)
@@ -449,7 +449,7 @@ fn read_tensor_info<'a>(
         });
     }
 
-    let n_dims = c.u32(&|| format!("n_dims of tensor \"{name}\""))?;
+    let n_dims = c.u32(&|| format!("n_dims of tensor {name:?}"))?;
     if !(1..=4).contains(&n_dims) {
         return Err(GgufError::DimCount {
             offset,
@@ -459,7 +459,7 @@ fn read_tensor_info<'a>(
     }
     let mut dims = Vec::with_capacity(n_dims as usize);
     for axis in 0..n_dims {
-        dims.push(c.u64(&|| format!("dim {axis} of tensor \"{name}\""))?);
+        dims.push(c.u64(&|| format!("dim {axis} of tensor {name:?}"))?);
     }
     // ggml accepts ne = 0, but a zero-element tensor holds nothing to dequantise and invites
     // divide-by-zero in row arithmetic downstream; no real model has one, so we reject it.
@@ -484,7 +484,7 @@ fn read_tensor_info<'a>(
         });
     };
 
-    let type_id = c.u32(&|| format!("type of tensor \"{name}\""))?;
+    let type_id = c.u32(&|| format!("type of tensor {name:?}"))?;
     let format = Format::from_id(type_id).map_err(|source| GgufError::TensorType {
         offset,
         name: name.to_owned(),
@@ -510,7 +510,7 @@ fn read_tensor_info<'a>(
         });
     };
 
-    let tensor_offset = c.u64(&|| format!("offset of tensor \"{name}\""))?;
+    let tensor_offset = c.u64(&|| format!("offset of tensor {name:?}"))?;
     if tensor_offset.checked_rem(alignment) != Some(0) {
         return Err(GgufError::UnalignedOffset {
             offset,
