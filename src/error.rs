@@ -52,7 +52,7 @@ pub enum Error {
         got: usize,
     },
     /// The requested tensor is not in the file.
-    #[error("{path}: no tensor named `{name}`")]
+    #[error("{path}: no tensor named {name:?}")]
     NoSuchTensor {
         /// The file.
         path: PathBuf,
@@ -76,7 +76,7 @@ pub enum Error {
         got: usize,
     },
     /// A host allocation failed.
-    #[error("out of host memory allocating {bytes} bytes for {what}")]
+    #[error("out of host memory allocating {bytes} bytes for {what:?}")]
     OutOfMemory {
         /// Bytes requested.
         bytes: usize,

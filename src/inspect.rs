@@ -153,7 +153,7 @@ pub fn write_text(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
     let key_w = file
         .metadata()
         .iter()
-        .map(|(k, _)| k.chars().count())
+        .map(|(k, _)| printable(k).chars().count())
         .max()
         .unwrap_or(0);
     let types: Vec<String> = file
@@ -166,6 +166,7 @@ pub fn write_text(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
         .collect();
     let type_w = types.iter().map(|t| t.chars().count()).max().unwrap_or(0);
     for ((k, v), ty) in file.metadata().iter().zip(&types) {
+        let k = printable(k);
         writeln!(out, "  {k:<key_w$}  {ty:<type_w$}  {}", value_text(v))?;
     }
 
@@ -178,7 +179,7 @@ pub fn write_text(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
         .map(|t| {
             let dims: Vec<String> = t.dims.iter().map(u64::to_string).collect();
             [
-                t.name.clone(),
+                printable(&t.name).into_owned(),
                 t.format.name().to_owned(),
                 format!("[{}]", dims.join(", ")),
                 t.n_elements.to_string(),
@@ -246,6 +247,16 @@ pub fn write_text(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
         writeln!(out)
     } else {
         writeln!(out, " ({})", parts.join(", "))
+    }
+}
+
+/// `s` as is, or with control characters escaped (`\n`, `\u{1b}`) when it has any: keys and
+/// tensor names come from the file and must not drive the terminal or split lines.
+fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        std::borrow::Cow::Owned(s.escape_debug().to_string())
+    } else {
+        std::borrow::Cow::Borrowed(s)
     }
 }
 

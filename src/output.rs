@@ -101,6 +101,17 @@ pub fn write(
     decode: &DecodeFn<'_>,
 ) -> Result<()> {
     format.check(path, tensors.len(), dtype)?;
+    if format == OutputFormat::Safetensors {
+        if let Some(t) = tensors.iter().find(|t| t.name == "__metadata__") {
+            return Err(output_error(
+                path,
+                &format!(
+                    "a tensor named {:?} cannot be stored in safetensors (the name is reserved)",
+                    t.name
+                ),
+            ));
+        }
+    }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -327,3 +327,23 @@ fn broken_pipe_exits_0() {
         assert!(o.stderr.is_empty(), "json={json}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn inspect_escapes_control_characters_from_the_file() {
+    let dir = tempdir();
+    let path = dir.path().join("ctl.gguf");
+    let mut w = GgufWriter::new();
+    w.metadata("evil\nkey\x1b[2J", "v").tensor(
+        "t\x1b[31m\r",
+        vec![32],
+        Format::Q8_0,
+        blocks(34, 5),
+    );
+    std::fs::write(&path, w.to_bytes()).unwrap();
+    let o = run(&["inspect", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+    assert!(out.contains("evil\\nkey\\u{1b}[2J"), "{out}");
+    assert!(out.contains("t\\u{1b}[31m\\r"), "{out}");
+}

@@ -454,6 +454,16 @@ const CLI_COMMANDS: &[&[&str]] = &[
     &["inspect", "--json", "{file}"],
     &["dequant", "{file}", "--out", "{out}.safetensors"],
     &["dequant", "{file}", "--out", "{out}.npy", "--tensor", "t"],
+    &[
+        "dequant",
+        "{file}",
+        "--out",
+        "{out}.bin",
+        "--backend",
+        "cpu",
+    ],
+    &["verify", "{file}"],
+    &["convert", "{file}", "{out}.safetensors"],
 ];
 
 /// Address-space cap, in KiB, for the child process that parses the corpus.

@@ -89,3 +89,25 @@ fn existing_file_survives_a_failed_write() {
     .is_err());
     assert_eq!(std::fs::read(&path).unwrap(), b"previous");
 }
+
+#[test]
+fn reserved_safetensors_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.safetensors");
+    let tensors = vec![OutputTensor {
+        name: "__metadata__".to_string(),
+        shape: vec![1],
+    }];
+    let decode = |_: usize| -> gguf_dequant::Result<Vec<u8>> { Ok(vec![0u8; 4]) };
+    let err = output::write(
+        &path,
+        OutputFormat::Safetensors,
+        DType::F32,
+        &tensors,
+        None,
+        &decode,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("reserved"), "{err}");
+    assert!(!path.exists());
+}
