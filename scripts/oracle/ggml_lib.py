@@ -168,3 +168,84 @@ class Ggml:
         else:
             self._to_float[tid](src.ctypes.data, out.ctypes.data, n)
         return out
+
+    # ------------------------------------------------------------------------------------------
+    # Quantisers (ggml.h: ggml_quantize_*; ggml-quants.h: quantize_row_*_ref). Bound on first use,
+    # so the decode-only oracles never touch these symbols.
+
+    def _quant_lib(self) -> ctypes.CDLL:
+        lib = self.lib
+        if not getattr(self, "_quant_bound", False):
+            lib.ggml_quantize_init.restype = None
+            lib.ggml_quantize_init.argtypes = [ctypes.c_int]
+            lib.ggml_quantize_free.restype = None
+            lib.ggml_quantize_free.argtypes = []
+            lib.ggml_quantize_requires_imatrix.restype = ctypes.c_bool
+            lib.ggml_quantize_requires_imatrix.argtypes = [ctypes.c_int]
+            lib.ggml_quantize_chunk.restype = ctypes.c_size_t
+            lib.ggml_quantize_chunk.argtypes = [
+                ctypes.c_int,  # enum ggml_type type
+                ctypes.c_void_p,  # const float * src
+                ctypes.c_void_p,  # void * dst
+                ctypes.c_int64,  # int64_t start
+                ctypes.c_int64,  # int64_t nrows
+                ctypes.c_int64,  # int64_t n_per_row
+                ctypes.c_void_p,  # const float * imatrix (may be NULL)
+            ]
+            for fn in ("quantize_row_q8_K_ref", "quantize_row_q8_1_ref"):
+                getattr(lib, fn).restype = None
+                getattr(lib, fn).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+            self._quant_bound = True
+        return lib
+
+    def quantize_init(self, tid: int) -> None:
+        """ggml_quantize_init: builds the i-quant grids/tables (idempotent, thread-safe)."""
+        self._quant_lib().ggml_quantize_init(tid)
+
+    def quantize_free(self) -> None:
+        self._quant_lib().ggml_quantize_free()
+
+    def quantize_requires_imatrix(self, tid: int) -> bool:
+        return bool(self._quant_lib().ggml_quantize_requires_imatrix(tid))
+
+    def quantize_chunk(self, tid: int, src: np.ndarray, n_per_row: int, imatrix: np.ndarray | None = None) -> np.ndarray:
+        """ggml_quantize_chunk over all rows of `src` (f32, n_rows x n_per_row); returns the blocks (uint8).
+
+        ggml aborts the process (GGML_ABORT) for a type its switch lacks (Q8_1, Q8_K); use
+        quantize_row_ref for those.
+        """
+        lib = self._quant_lib()
+        _, blk, size = TYPES[NAME_BY_ID[tid]]
+        x = np.ascontiguousarray(src, dtype=np.float32).reshape(-1)
+        if n_per_row <= 0 or x.size % n_per_row or n_per_row % blk:
+            raise ValueError(f"{NAME_BY_ID[tid]}: {x.size} values in rows of {n_per_row} (block {blk})")
+        nrows = x.size // n_per_row
+        out = np.zeros(nrows * (n_per_row // blk) * size, dtype=np.uint8)
+        im = None
+        if imatrix is not None:
+            im = np.ascontiguousarray(imatrix, dtype=np.float32).reshape(-1)
+            if im.size != n_per_row:
+                raise ValueError(f"imatrix has {im.size} values, want n_per_row = {n_per_row}")
+        elif self.quantize_requires_imatrix(tid):
+            raise ValueError(f"{NAME_BY_ID[tid]} requires an importance matrix")
+        n = lib.ggml_quantize_chunk(
+            tid, x.ctypes.data, out.ctypes.data, 0, nrows, n_per_row, None if im is None else im.ctypes.data
+        )
+        if n != out.size:
+            raise SystemExit(f"ggml_quantize_chunk({NAME_BY_ID[tid]}) wrote {n} bytes, want {out.size}")
+        return out
+
+    def quantize_row_ref(self, tid: int, src: np.ndarray) -> np.ndarray:
+        """quantize_row_q8_K_ref / quantize_row_q8_1_ref (the two quantisers outside ggml_quantize_chunk)."""
+        lib = self._quant_lib()
+        name = NAME_BY_ID[tid]
+        fn = {"Q8_K": lib.quantize_row_q8_K_ref, "Q8_1": lib.quantize_row_q8_1_ref}.get(name)
+        if fn is None:
+            raise ValueError(f"no reference row quantiser bound for {name}")
+        _, blk, size = TYPES[name]
+        x = np.ascontiguousarray(src, dtype=np.float32).reshape(-1)
+        if x.size % blk:
+            raise ValueError(f"{name}: {x.size} values is not a whole number of {blk}-value blocks")
+        out = np.zeros(x.size // blk * size, dtype=np.uint8)
+        fn(x.ctypes.data, out.ctypes.data, x.size)
+        return out
