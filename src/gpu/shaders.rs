@@ -1,12 +1,13 @@
 //! Compile-time assembly of the WGSL shaders (design §2): every shader is a `&'static str` built
-//! with `concat!(include_str!(..))` from the shared helpers in `shaders/lib/`, the lookup tables a
+//! with `concat!(include_str!(..))` from the shared helpers in `shaders/lib/` (`bytes`, `float`,
+//! then any family helpers the format names with `lib [..]`, e.g. `kquant`), the lookup tables a
 //! format names in `shaders/tables/`, the format's own `shaders/formats/<stem>.wgsl`, one output
 //! packer (`out_f32` / `out_f16` / `out_bf16`) and the shared entry point. No helper is copied
 //! into a format file.
 //!
-//! The list below names the formats that have a shader, with their file stem and tables. It is
-//! the GPU half of the registry line (`FormatSpec::wgsl` reads it); a format missing here is
-//! decoded on the CPU.
+//! The list below names the formats that have a shader, with their file stem, tables and optional
+//! extra helper files. It is the GPU half of the registry line (`FormatSpec::wgsl` reads it); a
+//! format missing here is decoded on the CPU.
 //!
 //! # Thread mapping
 //!
@@ -34,12 +35,16 @@ use crate::{DType, Format};
 
 /// One composed shader: helpers, tables, the format file, an output packer, the entry point.
 macro_rules! compose {
-    ($stem:literal, [$($table:literal),*], $out:literal) => {
+    ($stem:literal, [$($lib:literal),*], [$($table:literal),*], $out:literal) => {
         concat!(
             "// ---- shaders/lib/bytes.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/bytes.wgsl")),
             "// ---- shaders/lib/float.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/float.wgsl")),
+            $(
+                "// ---- shaders/lib/", $lib, ".wgsl ----\n",
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/", $lib, ".wgsl")),
+            )*
             $(
                 "// ---- shaders/tables/", $table, ".wgsl ----\n",
                 include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/tables/", $table, ".wgsl")),
@@ -55,15 +60,15 @@ macro_rules! compose {
 }
 
 macro_rules! gpu_formats {
-    ($(($name:ident, $stem:literal, [$($table:literal),*])),* $(,)?) => {
+    ($(($name:ident, $stem:literal, [$($table:literal),*] $(, lib [$($lib:literal),*])?)),* $(,)?) => {
         /// The composed WGSL that decodes `format` to `dtype`, or `None` when `format` has no
         /// shader (it is then decoded on the CPU).
         pub const fn source(format: Format, dtype: DType) -> Option<&'static str> {
             match (format, dtype) {
                 $(
-                    (Format::$name, DType::F32) => Some(compose!($stem, [$($table),*], "f32")),
-                    (Format::$name, DType::F16) => Some(compose!($stem, [$($table),*], "f16")),
-                    (Format::$name, DType::BF16) => Some(compose!($stem, [$($table),*], "bf16")),
+                    (Format::$name, DType::F32) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], "f32")),
+                    (Format::$name, DType::F16) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], "f16")),
+                    (Format::$name, DType::BF16) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], "bf16")),
                 )*
                 _ => None,
             }
@@ -74,6 +79,15 @@ macro_rules! gpu_formats {
             match format {
                 $(Format::$name => Some($stem),)*
                 _ => None,
+            }
+        }
+
+        /// The extra helper files `format`'s shader includes from `shaders/lib/` (besides
+        /// `bytes`, `float`, the output packer and `entry`, which every shader includes).
+        pub const fn libs(format: Format) -> &'static [&'static str] {
+            match format {
+                $(Format::$name => &[$($($lib),*)?],)*
+                _ => &[],
             }
         }
 
