@@ -110,6 +110,8 @@ gpu_formats! {
     (Q5_1, "q5_1", []),
     (Q8_0, "q8_0", []),
     (Q8_1, "q8_1", []),
+    (Q4_K, "q4_k", [], lib ["kquant"]),
+    (Q6_K, "q6_k", []),
     (IQ4_NL, "iq4_nl", ["kvalues_iq4nl"]),
     (BF16, "bf16", []),
     (MXFP4, "mxfp4", ["kvalues_fp4"]),
