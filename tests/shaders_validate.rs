@@ -30,8 +30,8 @@ fn validate(label: &str, src: &str) -> Result<(naga::Module, naga::valid::Module
 }
 
 #[test]
-fn seventeen_formats_three_dtypes() {
-    assert_eq!(composed().len(), 17 * 3);
+fn twenty_three_formats_three_dtypes() {
+    assert_eq!(composed().len(), 23 * 3);
 }
 
 #[test]
