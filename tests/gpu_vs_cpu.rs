@@ -138,7 +138,8 @@ fn sentinel(backend: Backend, test: &str) {
 per_backend!(sentinel_every_value_written_nothing_past_the_end, sentinel);
 
 /// A small forced binding limit: one tensor spans several windows, and window boundaries fall
-/// inside runs of 17-, 18-, 22- and 34-byte blocks; tiny chunks and a tiny 2-D fold too.
+/// inside runs of 17-, 18-, 22- and 34-byte blocks (and 54- to 292-byte super-blocks, e.g. Q3_K's
+/// 110 and Q6_K's 210); tiny chunks and a tiny 2-D fold too.
 fn windowing(backend: Backend, test: &str) {
     let options = EngineOptions {
         max_binding_size: Some(1 << 16),
@@ -294,7 +295,7 @@ fn typed_errors(backend: Backend, test: &str) {
         "{err}"
     );
     let err = engine
-        .dequant(Format::Q4_K, &[0u8; 144], DType::F32)
+        .dequant(Format::F64, &[0u8; 8], DType::F32)
         .unwrap_err();
     assert!(matches!(err, gguf_dequant::Error::Gpu(_)), "{err}");
     assert!(engine

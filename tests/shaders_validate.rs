@@ -30,8 +30,8 @@ fn validate(label: &str, src: &str) -> Result<(naga::Module, naga::valid::Module
 }
 
 #[test]
-fn fifteen_formats_three_dtypes() {
-    assert_eq!(composed().len(), 15 * 3);
+fn twenty_three_formats_three_dtypes() {
+    assert_eq!(composed().len(), 23 * 3);
 }
 
 #[test]
@@ -144,6 +144,7 @@ fn baseline_uses_no_f16_builtins_and_no_copied_helpers() {
             "fn load_u32(",
             "fn f16_le(",
             "fn f16_to_f32_bits(",
+            "fn get_scale_min_k4(",
             "@compute",
         ] {
             assert!(

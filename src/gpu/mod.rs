@@ -405,7 +405,7 @@ impl GpuEngine {
     }
 
     /// Whether `format` has a GPU shader (for every output dtype). Formats without one (F64,
-    /// I8..I64 and, for now, the 256-value super-block formats) are decoded on the CPU.
+    /// I8..I64 and, for now, the 256-value i-quants) are decoded on the CPU.
     pub const fn supports(format: Format) -> bool {
         shaders::source(format, DType::F32).is_some()
     }
@@ -709,12 +709,12 @@ mod tests {
     }
 
     #[test]
-    fn supports_exactly_the_fifteen() {
+    fn supports_exactly_the_twenty_three() {
         let n = Format::ALL
             .iter()
             .filter(|&&f| GpuEngine::supports(f))
             .count();
-        assert_eq!(n, 15);
-        assert!(!GpuEngine::supports(Format::Q4_K) && !GpuEngine::supports(Format::F64));
+        assert_eq!(n, 23);
+        assert!(GpuEngine::supports(Format::Q4_K) && !GpuEngine::supports(Format::F64));
     }
 }

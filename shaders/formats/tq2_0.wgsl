@@ -1,0 +1,20 @@
+// TQ2_0 (ggml id 35): 256 values in 66 bytes. Spec: formats.md §4.24. CPU twin: src/formats/ternary/tq2_0.rs
+// Thread mapping (shared entry): 32 invocations per super-block, 8 contiguous values each. Part p
+// covers y[8p ..][+8] = chunk c = p / 16, bit pair s = (p / 4) % 4, m = 8 (p % 4) .. m + 8: bits
+// 2s .. 2s + 2 of qs[32c + m ..].
+// y = (code - 1) * d: one multiply of -1, 0, 1 or 2 by an f16 value, exact on every GPU.
+
+const BLOCK_ELEMS: u32 = 256u;
+const BLOCK_BYTES: u32 = 66u;
+const TQ2_0_QS: u32 = 0u;   // 64 bytes: four 2-bit codes per byte, values 32 apart per 128-value chunk
+const TQ2_0_D: u32 = 64u;   // f16 scale
+
+fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+    let d = f16_le(base + TQ2_0_D);
+    let at = base + TQ2_0_QS + 32u * (part >> 4u) + 8u * (part & 3u);
+    let sh = 2u * ((part >> 2u) & 3u);
+    let one = vec4<i32>(1);
+    let lo = vec4<i32>(bytes4((load_u32(at) >> sh) & 0x03030303u)) - one;
+    let hi = vec4<i32>(bytes4((load_u32(at + 4u) >> sh) & 0x03030303u)) - one;
+    return bits8(vec4<f32>(lo) * d, vec4<f32>(hi) * d);
+}
