@@ -35,6 +35,7 @@ mod error;
 pub mod pipelines;
 mod readback;
 pub mod shaders;
+pub mod tables;
 pub mod upload;
 
 use std::fmt;
@@ -213,6 +214,8 @@ pub struct GpuEngine {
     limits: wgpu::Limits,
     options: EngineOptions,
     pipelines: pipelines::Pipelines,
+    /// The lookup tables of [`tables`], bound at binding 3 of every dispatch.
+    tables: wgpu::Buffer,
     state: Arc<DeviceState>,
 }
 
@@ -352,6 +355,13 @@ impl GpuEngine {
             });
         }
         let pipelines = pipelines::Pipelines::new(&device)?;
+        let tables = scoped(&device, "uploading the lookup tables", || {
+            device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("gguf-dequant tables"),
+                contents: bytemuck::cast_slice(&tables::words()),
+                usage: wgpu::BufferUsages::STORAGE,
+            })
+        })?;
         Ok(GpuEngine {
             info: device.adapter_info(),
             limits: device.limits(),
@@ -359,6 +369,7 @@ impl GpuEngine {
             queue,
             options,
             pipelines,
+            tables,
             state,
         })
     }
@@ -541,6 +552,10 @@ impl GpuEngine {
                             wgpu::BindGroupEntry {
                                 binding: 2,
                                 resource: uniform.as_entire_binding(),
+                            },
+                            wgpu::BindGroupEntry {
+                                binding: 3,
+                                resource: self.tables.as_entire_binding(),
                             },
                         ],
                     });

@@ -34,12 +34,16 @@ use crate::{DType, Format};
 
 /// One composed shader: helpers, tables, the format file, an output packer, the entry point.
 macro_rules! compose {
-    ($stem:literal, [$($table:literal),*], $out:literal) => {
+    ($stem:literal, [$($lib:literal),*], [$($table:literal),*], $out:literal) => {
         concat!(
             "// ---- shaders/lib/bytes.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/bytes.wgsl")),
             "// ---- shaders/lib/float.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/float.wgsl")),
+            $(
+                "// ---- shaders/lib/", $lib, ".wgsl ----\n",
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/", $lib, ".wgsl")),
+            )*
             $(
                 "// ---- shaders/tables/", $table, ".wgsl ----\n",
                 include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/tables/", $table, ".wgsl")),
@@ -55,15 +59,15 @@ macro_rules! compose {
 }
 
 macro_rules! gpu_formats {
-    ($(($name:ident, $stem:literal, [$($table:literal),*])),* $(,)?) => {
+    ($(($name:ident, $stem:literal, [$($table:literal),*] $(, lib [$($lib:literal),*])?)),* $(,)?) => {
         /// The composed WGSL that decodes `format` to `dtype`, or `None` when `format` has no
         /// shader (it is then decoded on the CPU).
         pub const fn source(format: Format, dtype: DType) -> Option<&'static str> {
             match (format, dtype) {
                 $(
-                    (Format::$name, DType::F32) => Some(compose!($stem, [$($table),*], "f32")),
-                    (Format::$name, DType::F16) => Some(compose!($stem, [$($table),*], "f16")),
-                    (Format::$name, DType::BF16) => Some(compose!($stem, [$($table),*], "bf16")),
+                    (Format::$name, DType::F32) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], "f32")),
+                    (Format::$name, DType::F16) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], "f16")),
+                    (Format::$name, DType::BF16) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], "bf16")),
                 )*
                 _ => None,
             }
