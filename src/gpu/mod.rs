@@ -18,9 +18,9 @@
 //!   round-to-nearest-even of the f32 value, computed on the GPU with integer operations (the
 //!   same rounding as the `half` crate, which the CPU path uses), so every dtype is bit-exact.
 //! * **Exactness.** Every shader is bit-identical to the CPU codec on every adapter: scales are
-//!   decoded with integer operations; for the 15 formats here each value is one correctly
-//!   rounded multiply whose product is exact, or (Q4_1, Q5_1) an exact product plus an add, so
-//!   FMA contraction cannot change a bit; the only f32 subnormal results (MXFP4 with e = 0 or 1)
+//!   decoded with integer operations; each value is one correctly rounded multiply whose product
+//!   is exact, or (Q4_1, Q5_1) an exact product plus an add, or (the i-quants) a short chain of
+//!   multiplies and adds each of which is exact, so FMA contraction cannot change a bit; the only f32 subnormal results (MXFP4 with e = 0 or 1)
 //!   are assembled as bits, so GPUs that flush subnormals still match. One-value formats
 //!   (F32, F16, BF16, F8_E4M3) never pass through a float operation.
 //! * **Errors.** Never a panic: adapter, device, shader, buffer and readback failures are
@@ -395,7 +395,7 @@ impl GpuEngine {
     }
 
     /// Whether `format` has a GPU shader (for every output dtype). Formats without one (F64,
-    /// I8..I64 and, for now, the 256-value super-block formats) are decoded on the CPU.
+    /// I8..I64 and the formats of [`shaders`] without a line) are decoded on the CPU.
     pub const fn supports(format: Format) -> bool {
         shaders::source(format, DType::F32).is_some()
     }

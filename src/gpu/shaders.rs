@@ -14,7 +14,8 @@
 //! workgroup decodes 512 values = `512 / BLOCK_ELEMS` whole blocks, staged first into workgroup
 //! memory with coalesced `u32` loads (which is how 17/18/22/34-byte blocks are read without any
 //! CPU repacking). Invocations per block: 4 for the 32-value formats, 8 for NVFP4 and Q2_0, 16 for
-//! Q1_0; the one-value formats take 8 consecutive values each. Each invocation stores two
+//! Q1_0, 32 for the 256-value i-quants (one 8-value grid group each: `part` = 4 * sub-block +
+//! group); the one-value formats take 8 consecutive values each. Each invocation stores two
 //! `vec4<u32>` of f32 bits, or one `vec4<u32>` of f16/bf16 pairs.
 //!
 //! # Adding the 256-value super-block formats
@@ -25,8 +26,9 @@
 //! mapping ships its own entry file instead of `lib/entry.wgsl`, keeping the bindings and the
 //! `Params` struct. Grids go into `shaders/tables/<name>.wgsl` (u64 entries as lo/hi u32 pairs),
 //! generated from `formats::tables` and checked like `KVALUES_*` in `tests/shaders_layout_sync.rs`;
-//! the larger grids (iq1s_grid: 16 KiB) may be better as a read-only storage binding than as a
-//! module-scope `const` array indexed at run time. Exactness: the k-quant products
+//! the i-quant grids (up to 16 KiB) are not WGSL data at all but the engine's read-only storage
+//! buffer at binding 3 ([`super::tables`], `shaders/tables/iq_grids.wgsl` holds the offsets;
+//! `benches/gpu_tables.rs` times it against workgroup memory and a `const` array). Exactness: the k-quant products
 //! `(d * sc) * q` and `dmin * m` are exact in f32 (at most 11 + 6 + 6 significant bits), so FMA
 //! contraction of the final subtraction cannot change the result; check each i-quant likewise.
 
@@ -107,6 +109,14 @@ gpu_formats! {
     (Q1_0, "q1_0", []),
     (Q2_0, "q2_0", []),
     (F8_E4M3, "f8_e4m3", []),
+    (IQ2_XXS, "iq2_xxs", ["iq_grids"], lib ["iquant"]),
+    (IQ2_XS, "iq2_xs", ["iq_grids"], lib ["iquant"]),
+    (IQ2_S, "iq2_s", ["iq_grids"], lib ["iquant"]),
+    (IQ3_XXS, "iq3_xxs", ["iq_grids"], lib ["iquant"]),
+    (IQ3_S, "iq3_s", ["iq_grids"], lib ["iquant"]),
+    (IQ1_S, "iq1_s", ["iq_grids"]),
+    (IQ1_M, "iq1_m", ["iq_grids"]),
+    (IQ4_XS, "iq4_xs", ["kvalues_iq4nl"]),
 }
 
 /// Values each invocation of the shared entry point decodes (`VALS` in `entry.wgsl`).

@@ -80,7 +80,10 @@ mod tests {
         }
         assert_eq!(next as usize, WORDS);
         let at = |s: TableSlot, i: usize| w[s.word as usize + i];
-        assert_eq!(at(IQ2S, 2 * 1023 + 1), (tables::IQ2S_GRID[1023] >> 32) as u32);
+        assert_eq!(
+            at(IQ2S, 2 * 1023 + 1),
+            (tables::IQ2S_GRID[1023] >> 32) as u32
+        );
         assert_eq!(at(IQ3S, 511), tables::IQ3S_GRID[511]);
         assert_eq!(at(IQ1S, 2 * 2047), tables::IQ1S_GRID[2047] as u32);
     }
