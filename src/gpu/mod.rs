@@ -703,12 +703,18 @@ mod tests {
     }
 
     #[test]
-    fn supports_exactly_the_fifteen() {
+    fn supports_the_small_blocks_and_the_iquants() {
         let n = Format::ALL
             .iter()
             .filter(|&&f| GpuEngine::supports(f))
             .count();
-        assert_eq!(n, 15);
-        assert!(!GpuEngine::supports(Format::Q4_K) && !GpuEngine::supports(Format::F64));
+        assert!(n >= 15 + 8, "{n}");
+        use Format::*;
+        for f in [
+            IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS, IQ4_NL, Q4_0,
+        ] {
+            assert!(GpuEngine::supports(f), "{f}");
+        }
+        assert!(!GpuEngine::supports(F64) && !GpuEngine::supports(I8));
     }
 }
