@@ -5,19 +5,24 @@
 //!
 //! `cargo bench --bench gpu_tables` (`GGUF_DEQUANT_BACKEND=vulkan|gl` to pick one backend; both by
 //! default). The timed work is the driver's, so `cargo test --bench gpu_tables` (dev profile, no
-//! release build of the dependencies) gives the same figures. Each variant is the production shader with only the table section (and, for
-//! `workgroup`, the fill before the entry point's barrier) replaced, so the decode is identical;
-//! every variant's output is checked against the `storage` one before it is timed.
+//! release build of the dependencies) gives the same figures. Each variant is the production
+//! shader with only the table section (and, for `workgroup`, the fill before the entry point's
+//! barrier) replaced, so the decode is identical; every variant's output is checked against the
+//! `storage` one before it is timed.
 //!
 //! Figures (lavapipe and llvmpipe GL, Mesa 22.3.6, LLVM 15, 2 cores shared with other builds;
 //! medians of 15, ms per 2^20 f32 values; IQ3_XXS / IQ2_XS / IQ2_S / IQ1_S, grids of 256 / 1024 /
 //! 2048 / 4096 words):
+//!
+//! ```text
 //!   Vulkan storage   2.98 / 3.40 / 2.67 / 2.29
 //!   Vulkan workgroup 3.54 / 6.36 / 9.35 / 16.13  (every 512-value workgroup copies the grid)
 //!   Vulkan const     41.2 / 146.8 / skipped / skipped (~90 s to compile at 1024 words)
 //!   GL storage       6.06 / 7.56 / 5.08 / 3.86
 //!   GL workgroup     56.8 / 113.8 / skipped / skipped (137 s and 422 s to compile)
 //!   GL const         5.31 / 4.53 / skipped / skipped
+//! ```
+//!
 //! The storage buffer is the fastest on Vulkan, within 1.1-1.7x of the best on GL (where GLSL
 //! const arrays are cheap), and never pathological; one shader serves every backend.
 
