@@ -11,7 +11,7 @@ const BLOCK_BYTES: u32 = 66u;
 const IQ2_XXS_D: u32 = 0u;    // f16 super-scale
 const IQ2_XXS_QS: u32 = 2u;   // 8 bytes per sub-block: four 8-bit grid indices, then `aux`
 const SUB_BYTES: u32 = 8u;    // qs bytes per sub-block (Rust QS_PER_SUB)
-const SUB_AUX: u32 = 4u;      // `aux` in a sub-block (Rust AUX): u32 LE, four 7-bit sign indices, 4-bit scale
+const SUB_AUX: u32 = 4u;      // `aux` (Rust AUX): u32 LE, four 7-bit sign indices, 4-bit scale
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let ib = part >> 2u;
