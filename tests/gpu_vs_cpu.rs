@@ -138,8 +138,9 @@ fn sentinel(backend: Backend, test: &str) {
 per_backend!(sentinel_every_value_written_nothing_past_the_end, sentinel);
 
 /// A small forced binding limit: one tensor spans several windows, and window boundaries fall
-/// inside runs of 17-, 18-, 22- and 34-byte blocks (and 54- to 292-byte super-blocks, e.g. Q3_K's
-/// 110 and Q6_K's 210); tiny chunks and a tiny 2-D fold too.
+/// inside runs of 17-, 18-, 22- and 34-byte blocks and of 50- to 292-byte super-blocks (e.g. the
+/// i-quants' 50, 56, 66, 74, 82, 98 and 136, Q3_K's 110 and Q6_K's 210); tiny chunks and a tiny 2-D
+/// fold too.
 fn windowing(backend: Backend, test: &str) {
     let options = EngineOptions {
         max_binding_size: Some(1 << 16),
@@ -412,3 +413,57 @@ fn edge_codes(backend: Backend, test: &str) {
     assert!(failures.is_empty(), "{backend}:\n{}", failures.join("\n"));
 }
 per_backend!(edge_codes_exhaustive, edge_codes);
+
+/// The i-quant super-block formats at their scale extremes: every f16 super-scale class (zero,
+/// subnormal, smallest and largest normal, Inf, NaN, both signs) with all other bytes 0x00, 0xFF
+/// (largest sub-block scales, every sign bit set, last grid entries) or random; IQ1_M's f16 scale
+/// is spread over the top nibbles of its four scale words. The shaders' products are exact, so
+/// every value must match the CPU bit for bit however the driver contracts or reorders them.
+fn iquant_extremes(backend: Backend, test: &str) {
+    use Format::*;
+    let Some(engine) = engine(backend, test, EngineOptions::default()) else {
+        return;
+    };
+    let scales: [u16; 12] = [
+        0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00,
+        0x7E01,
+    ];
+    let mut rng = Rng(0x1D);
+    let mut failures = Vec::new();
+    for format in [IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS] {
+        let bytes = format.block_bytes();
+        let mut src = Vec::new();
+        for &d in &scales {
+            for fill in 0..4 {
+                let mut block = vec![0u8; bytes];
+                match fill {
+                    0 => {}
+                    1 => block.fill(0xFF),
+                    _ => rng.fill(&mut block),
+                }
+                if format == IQ1_M {
+                    // dbits = sc[0] >> 12 | ... : nibble k of d in the top nibble of u16 k.
+                    for k in 0..4 {
+                        let at = 48 + 2 * k + 1;
+                        block[at] = (block[at] & 0x0F) | ((((d >> (4 * k)) & 0xF) as u8) << 4);
+                    }
+                } else {
+                    block[..2].copy_from_slice(&d.to_le_bytes());
+                }
+                src.extend(block);
+            }
+        }
+        for dtype in DType::ALL {
+            match engine.dequant(format, &src, dtype) {
+                Ok(gpu) => {
+                    if let Err(e) = compare(format, dtype, &gpu, &cpu(format, &src, dtype)) {
+                        failures.push(e);
+                    }
+                }
+                Err(e) => failures.push(format!("{format} to {dtype}: {e}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{backend}:\n{}", failures.join("\n"));
+}
+per_backend!(iquant_scale_extremes, iquant_extremes);

@@ -90,6 +90,7 @@ fn wgsl_tables_match_rust_tables() {
     for (f, name, table) in [
         (Format::IQ4_NL, "KVALUES_IQ4NL", &tables::KVALUES_IQ4NL),
         (Format::MXFP4, "KVALUES_FP4", &tables::KVALUES_FP4),
+        (Format::IQ4_XS, "KVALUES_IQ4NL", &tables::KVALUES_IQ4NL),
         (Format::NVFP4, "KVALUES_FP4", &tables::KVALUES_FP4),
     ] {
         assert!(
@@ -102,6 +103,77 @@ fn wgsl_tables_match_rust_tables() {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.clone());
         assert_eq!(got, Some(pack(table)), "{f}: {name}");
+    }
+}
+
+/// The i-quant grids: `shaders/tables/iq_grids.wgsl`'s word offsets equal `gpu::tables::LAYOUT`,
+/// every format that reads a grid lists the file, and the uploaded words rebuild every
+/// `formats::tables` grid exactly. `ksigns_iq2xs` (a popcount in `shaders/lib/iquant.wgsl`) equals
+/// the Rust table for all 128 indices.
+#[test]
+fn wgsl_grid_layout_matches_rust_tables() {
+    use gguf_dequant::gpu::tables::{words, LAYOUT, WORDS};
+    let users = [
+        (Format::IQ2_XXS, "IQ2XXS_GRID_AT"),
+        (Format::IQ2_XS, "IQ2XS_GRID_AT"),
+        (Format::IQ2_S, "IQ2S_GRID_AT"),
+        (Format::IQ3_XXS, "IQ3XXS_GRID_AT"),
+        (Format::IQ3_S, "IQ3S_GRID_AT"),
+        (Format::IQ1_S, "IQ1S_GRID_AT"),
+        (Format::IQ1_M, "IQ1S_GRID_AT"),
+    ];
+    for (f, name) in users {
+        assert!(
+            shaders::tables(f).contains(&"iq_grids"),
+            "{f} lists iq_grids"
+        );
+        let src = shaders::source(f, DType::F32).unwrap();
+        assert!(src.contains(name), "{f} reads {name}");
+        let consts = consts(src);
+        for slot in LAYOUT {
+            let got = consts.iter().find(|(n, _)| n == slot.wgsl_name);
+            assert_eq!(
+                got.map(|(_, v)| v[0]),
+                Some(slot.word),
+                "{f}: {}",
+                slot.wgsl_name
+            );
+        }
+    }
+    let w = words();
+    assert_eq!(w.len(), WORDS);
+    let slice = |name: &str| {
+        let s = LAYOUT.iter().find(|s| s.wgsl_name == name).unwrap();
+        &w[s.word as usize..(s.word + s.words) as usize]
+    };
+    let u64s = |ws: &[u32]| -> Vec<u64> {
+        ws.chunks(2)
+            .map(|p| p[0] as u64 | (p[1] as u64) << 32)
+            .collect()
+    };
+    assert_eq!(u64s(slice("IQ2XXS_GRID_AT")), tables::IQ2XXS_GRID);
+    assert_eq!(u64s(slice("IQ2XS_GRID_AT")), tables::IQ2XS_GRID);
+    assert_eq!(u64s(slice("IQ2S_GRID_AT")), tables::IQ2S_GRID);
+    assert_eq!(slice("IQ3XXS_GRID_AT"), tables::IQ3XXS_GRID);
+    assert_eq!(slice("IQ3S_GRID_AT"), tables::IQ3S_GRID);
+    assert_eq!(u64s(slice("IQ1S_GRID_AT")), tables::IQ1S_GRID);
+
+    let lib = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/shaders/lib/iquant.wgsl"
+    ))
+    .unwrap();
+    assert!(
+        lib.contains("return k | ((countOneBits(k) & 1u) << 7u);"),
+        "ksigns_iq2xs is the popcount formula checked below"
+    );
+    for k in 0..128u32 {
+        let formula = k | ((k.count_ones() & 1) << 7);
+        assert_eq!(
+            formula,
+            tables::KSIGNS_IQ2XS[k as usize] as u32,
+            "ksigns[{k}]"
+        );
     }
 }
 

@@ -30,8 +30,24 @@ fn validate(label: &str, src: &str) -> Result<(naga::Module, naga::valid::Module
 }
 
 #[test]
-fn twenty_three_formats_three_dtypes() {
-    assert_eq!(composed().len(), 23 * 3);
+fn every_gpu_format_has_three_dtypes() {
+    let formats = Format::ALL
+        .iter()
+        .filter(|&&f| shaders::source(f, DType::F32).is_some())
+        .count();
+    assert_eq!(composed().len(), formats * 3);
+    assert_eq!(formats, 31, "{formats} formats with a shader");
+}
+
+/// The eight i-quant super-block formats have shaders (so every test here covers them).
+#[test]
+fn iquant_formats_have_shaders() {
+    use Format::*;
+    for f in [IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS] {
+        for dtype in DType::ALL {
+            assert!(shaders::source(f, dtype).is_some(), "{f} to {dtype}");
+        }
+    }
 }
 
 #[test]

@@ -1,4 +1,4 @@
-// The shared compute entry point of the one-value-per-block and 32/64/128-value formats.
+// The shared compute entry point of the one-value-per-block and 32/64/128/256-value formats.
 //
 // Contract with the format file (composed before this one): `BLOCK_ELEMS`, `BLOCK_BYTES`, and
 //     fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2>

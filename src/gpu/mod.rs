@@ -18,9 +18,9 @@
 //!   round-to-nearest-even of the f32 value, computed on the GPU with integer operations (the
 //!   same rounding as the `half` crate, which the CPU path uses), so every dtype is bit-exact.
 //! * **Exactness.** Every shader is bit-identical to the CPU codec on every adapter: scales are
-//!   decoded with integer operations; for the 15 formats here each value is one correctly
-//!   rounded multiply whose product is exact, or (Q4_1, Q5_1) an exact product plus an add, so
-//!   FMA contraction cannot change a bit; the only f32 subnormal results (MXFP4 with e = 0 or 1)
+//!   decoded with integer operations; each value is one correctly rounded multiply whose product
+//!   is exact, or (Q4_1, Q5_1) an exact product plus an add, or (the i-quants) a short chain of
+//!   multiplies and adds each of which is exact, so FMA contraction cannot change a bit; the only f32 subnormal results (MXFP4 with e = 0 or 1)
 //!   are assembled as bits, so GPUs that flush subnormals still match. One-value formats
 //!   (F32, F16, BF16, F8_E4M3) never pass through a float operation.
 //! * **Errors.** Never a panic: adapter, device, shader, buffer and readback failures are
@@ -35,6 +35,7 @@ mod error;
 pub mod pipelines;
 mod readback;
 pub mod shaders;
+pub mod tables;
 pub mod upload;
 
 use std::fmt;
@@ -216,6 +217,8 @@ pub struct GpuEngine {
     limits: wgpu::Limits,
     options: EngineOptions,
     pipelines: pipelines::Pipelines,
+    /// The lookup tables of [`tables`], bound at binding 3 of every dispatch.
+    tables: wgpu::Buffer,
     state: Arc<DeviceState>,
 }
 
@@ -373,6 +376,13 @@ impl GpuEngine {
             });
         }
         let pipelines = pipelines::Pipelines::new(&device)?;
+        let tables = scoped(&device, "uploading the lookup tables", || {
+            device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("gguf-dequant tables"),
+                contents: bytemuck::cast_slice(&tables::words()),
+                usage: wgpu::BufferUsages::STORAGE,
+            })
+        })?;
         Ok(GpuEngine {
             info: device.adapter_info(),
             limits: device.limits(),
@@ -380,6 +390,7 @@ impl GpuEngine {
             queue,
             options,
             pipelines,
+            tables,
             state,
         })
     }
@@ -405,7 +416,7 @@ impl GpuEngine {
     }
 
     /// Whether `format` has a GPU shader (for every output dtype). Formats without one (F64,
-    /// I8..I64 and, for now, the 256-value i-quants) are decoded on the CPU.
+    /// I8..I64) are decoded on the CPU.
     pub const fn supports(format: Format) -> bool {
         shaders::source(format, DType::F32).is_some()
     }
@@ -563,6 +574,10 @@ impl GpuEngine {
                                 binding: 2,
                                 resource: uniform.as_entire_binding(),
                             },
+                            wgpu::BindGroupEntry {
+                                binding: 3,
+                                resource: self.tables.as_entire_binding(),
+                            },
                         ],
                     });
                     let (x, y) = upload::grid(groups, max_dim);
@@ -709,12 +724,19 @@ mod tests {
     }
 
     #[test]
-    fn supports_exactly_the_twenty_three() {
+    fn supports_every_block_format_but_not_the_plain_integers() {
         let n = Format::ALL
             .iter()
             .filter(|&&f| GpuEngine::supports(f))
             .count();
-        assert_eq!(n, 23);
-        assert!(GpuEngine::supports(Format::Q4_K) && !GpuEngine::supports(Format::F64));
+        assert_eq!(n, 31, "{n}");
+        use Format::*;
+        for f in [
+            IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS, IQ4_NL, Q4_0, Q4_K, Q8_K,
+            TQ1_0,
+        ] {
+            assert!(GpuEngine::supports(f), "{f}");
+        }
+        assert!(!GpuEngine::supports(F64) && !GpuEngine::supports(I8));
     }
 }

@@ -57,6 +57,8 @@ impl Pipelines {
                             },
                             count: None,
                         },
+                        // The lookup tables of `gpu::tables` (read only; unused by most shaders).
+                        storage(3, true, 4),
                     ],
                 });
             let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {

@@ -15,9 +15,10 @@
 //! workgroup decodes 512 values = `512 / BLOCK_ELEMS` whole blocks, staged first into workgroup
 //! memory with coalesced `u32` loads (which is how 17/18/22/34-byte blocks are read without any
 //! CPU repacking). Invocations per block: 4 for the 32-value formats, 8 for NVFP4 and Q2_0, 16 for
-//! Q1_0, 32 for the 256-value super-block formats (Q2_K..Q8_K, TQ1_0, TQ2_0: 2 blocks per
-//! workgroup, `part` = 8-value group 0..32, each inside one 16- or 32-value sub-block, so its scale
-//! is unpacked once per invocation); the one-value formats take 8 consecutive values each. Each invocation stores two
+//! Q1_0, 32 for the 256-value super-block formats (k-quants, TQ1_0, TQ2_0 and i-quants: 2 blocks
+//! per workgroup, `part` = 8-value group 0..32, each inside one 16- or 32-value sub-block, so its
+//! scale is unpacked once per invocation; an i-quant part is one 8-value grid group, `4 * sub-block
+//! + group`); the one-value formats take 8 consecutive values each. Each invocation stores two
 //! `vec4<u32>` of f32 bits, or one `vec4<u32>` of f16/bf16 pairs.
 //!
 //! # Adding the 256-value super-block formats
@@ -28,12 +29,13 @@
 //! mapping ships its own entry file instead of `lib/entry.wgsl`, keeping the bindings and the
 //! `Params` struct. Grids go into `shaders/tables/<name>.wgsl` (u64 entries as lo/hi u32 pairs),
 //! generated from `formats::tables` and checked like `KVALUES_*` in `tests/shaders_layout_sync.rs`;
-//! the larger grids (iq1s_grid: 16 KiB) may be better as a read-only storage binding than as a
-//! module-scope `const` array indexed at run time. Exactness: the k-quant products
-//! `(d * sc) * q` and `dmin * m` are exact in f32 (at most 11 + 6 + 6 significant bits; Q6_K
-//! 11 + 7 + 5), so FMA contraction of the final subtraction cannot change the result; Q8_K's f32
-//! `d * q` can round and be subnormal, so its shader builds the rounded product with integer
-//! operations (each format file argues its case); check each i-quant likewise.
+//! the i-quant grids (up to 16 KiB) are not WGSL data at all but the engine's read-only storage
+//! buffer at binding 3 ([`super::tables`], `shaders/tables/iq_grids.wgsl` holds the offsets;
+//! `benches/gpu_tables.rs` times it against workgroup memory and a `const` array). Exactness: the
+//! k-quant products `(d * sc) * q` and `dmin * m` are exact in f32 (at most 11 + 6 + 6 significant
+//! bits; Q6_K 11 + 7 + 5), so FMA contraction of the final subtraction cannot change the result;
+//! Q8_K's f32 `d * q` can round and be subnormal, so its shader builds the rounded product with
+//! integer operations; every i-quant step is exact too (each format file argues its case).
 
 use crate::{DType, Format};
 
@@ -129,6 +131,14 @@ gpu_formats! {
     (F8_E4M3, "f8_e4m3", []),
     (TQ1_0, "tq1_0", []),
     (TQ2_0, "tq2_0", []),
+    (IQ2_XXS, "iq2_xxs", ["iq_grids"], lib ["iquant"]),
+    (IQ2_XS, "iq2_xs", ["iq_grids"], lib ["iquant"]),
+    (IQ2_S, "iq2_s", ["iq_grids"], lib ["iquant"]),
+    (IQ3_XXS, "iq3_xxs", ["iq_grids"], lib ["iquant"]),
+    (IQ3_S, "iq3_s", ["iq_grids"], lib ["iquant"]),
+    (IQ1_S, "iq1_s", ["iq_grids"]),
+    (IQ1_M, "iq1_m", ["iq_grids"]),
+    (IQ4_XS, "iq4_xs", ["kvalues_iq4nl"]),
 }
 
 /// Values each invocation of the shared entry point decodes (`VALS` in `entry.wgsl`).
