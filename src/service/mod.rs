@@ -497,6 +497,14 @@ fn snapshot(file: &GgufFile) -> Result<(u64, Option<SystemTime>)> {
             format!("it is {} bytes now, {mapped} when mapped", meta.len()),
         ));
     }
+    // In-place writes show through the map: the header parsed at open must still be there.
+    let same = crate::gguf::parse(file.bytes()).is_ok_and(|h| h == *file.header());
+    if !same {
+        return Err(file_changed(
+            file,
+            "its header is no longer the one parsed when it was opened".into(),
+        ));
+    }
     Ok((meta.len(), meta.modified().ok()))
 }
 
@@ -626,6 +634,28 @@ impl WeightLoader {
     /// [`GpuError::DeviceLost`], [`GpuError::Unsupported`] (no shader and no CPU fallback),
     /// [`GpuError::Timeout`], ...
     pub fn load_with(
+        &self,
+        file: &GgufFile,
+        selection: &Selection,
+        residency: Residency,
+        options: &LoadOptions,
+    ) -> Result<ResidentModel> {
+        self.load_inner(file, selection, residency, options)
+            .map_err(|e| match e {
+                // A failure of a lost device surfaces as whatever call hit it first (a
+                // validation or mapping error): report the loss itself.
+                Error::Gpu(_) => {
+                    let _ = self.device().poll(wgpu::PollType::Poll);
+                    match self.engine.check_device() {
+                        Err(lost @ Error::Gpu(GpuError::DeviceLost(_))) => lost,
+                        _ => e,
+                    }
+                }
+                e => e,
+            })
+    }
+
+    fn load_inner(
         &self,
         file: &GgufFile,
         selection: &Selection,

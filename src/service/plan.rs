@@ -334,7 +334,7 @@ mod tests {
             {
                 let lim = Limits {
                     align,
-                    max_binding: 4096,
+                    max_binding: 1 << 16,
                     max_buffer,
                 };
                 let p = plan(&selected, 0, &paths, &lim, staging, 4).unwrap();
