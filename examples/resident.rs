@@ -13,7 +13,9 @@
 use std::path::PathBuf;
 
 use gguf_dequant::gpu::{Backend, GpuEngine};
-use gguf_dequant::service::{peak_rss_bytes, LoadOptions, Residency, Selection, Source, WeightLoader};
+use gguf_dequant::service::{
+    peak_rss_bytes, LoadOptions, Residency, Selection, Source, WeightLoader,
+};
 use gguf_dequant::{cpu, DType, GgufFile};
 
 const ROW_SUM: &str = "
@@ -99,7 +101,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let t = match &tensor {
-        Some(name) => resident.get(name).ok_or(format!("no resident tensor {name}"))?,
+        Some(name) => resident
+            .get(name)
+            .ok_or(format!("no resident tensor {name}"))?,
         None => resident
             .tensors()
             .iter()

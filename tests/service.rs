@@ -54,13 +54,22 @@ fn small_file() -> (tempfile::TempDir, GgufFile) {
     (dir, file)
 }
 
-fn loader(backend: Backend, test: &str, engine: EngineOptions, load: LoadOptions) -> Option<WeightLoader> {
+fn loader(
+    backend: Backend,
+    test: &str,
+    engine: EngineOptions,
+    load: LoadOptions,
+) -> Option<WeightLoader> {
     let e = gpu_support::engine(backend, test, engine)?;
     Some(WeightLoader::with_engine(Arc::new(e), load))
 }
 
 /// Every resident tensor equals the file (raw) or the CPU codecs (dequantised).
-fn check_model(loader: &WeightLoader, file: &GgufFile, model: &gguf_dequant::service::ResidentModel) {
+fn check_model(
+    loader: &WeightLoader,
+    file: &GgufFile,
+    model: &gguf_dequant::service::ResidentModel,
+) {
     for t in model.tensors() {
         let info = file.tensor(&t.name).unwrap();
         let got = loader.read_back(t).unwrap();
@@ -88,7 +97,12 @@ fn residencies() -> [Residency; 4] {
 }
 
 fn small_file_all_residencies(backend: Backend, test: &str) {
-    let Some(loader) = loader(backend, test, EngineOptions::default(), LoadOptions::default()) else {
+    let Some(loader) = loader(
+        backend,
+        test,
+        EngineOptions::default(),
+        LoadOptions::default(),
+    ) else {
         return;
     };
     let (_dir, file) = small_file();
@@ -104,7 +118,10 @@ fn small_file_all_residencies(backend: Backend, test: &str) {
             assert_eq!(model.tensors().len(), file.tensors().len());
             check_model(&loader, &file, &model);
             let r = model.report();
-            assert_eq!(r.bytes_read, file.tensors().iter().map(|t| t.n_bytes).sum::<u64>());
+            assert_eq!(
+                r.bytes_read,
+                file.tensors().iter().map(|t| t.n_bytes).sum::<u64>()
+            );
             eprintln!("[{test}] {residency:?} {source}: {r:?}");
         }
     }
@@ -153,24 +170,41 @@ fn small_limits_same_result(backend: Backend, test: &str) {
 per_backend!(small_limits_same_result, small_limits_same_result);
 
 fn selections(backend: Backend, test: &str) {
-    let Some(loader) = loader(backend, test, EngineOptions::default(), LoadOptions::default()) else {
+    let Some(loader) = loader(
+        backend,
+        test,
+        EngineOptions::default(),
+        LoadOptions::default(),
+    ) else {
         return;
     };
     let (_dir, file) = small_file();
     let raw = Residency::Raw;
     let m = loader
-        .load(&file, &Selection::glob(["blk.*.attn_q.weight", "output_*"]), raw)
+        .load(
+            &file,
+            &Selection::glob(["blk.*.attn_q.weight", "output_*"]),
+            raw,
+        )
         .unwrap();
     let names: Vec<&str> = m.tensors().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         names,
-        ["blk.0.attn_q.weight", "blk.1.attn_q.weight", "output_norm.weight"]
+        [
+            "blk.0.attn_q.weight",
+            "blk.1.attn_q.weight",
+            "output_norm.weight"
+        ]
     );
     drop(m);
     let m = loader
         .load(
             &file,
-            &Selection::names(["output_norm.weight", "tok_embd.weight", "output_norm.weight"]),
+            &Selection::names([
+                "output_norm.weight",
+                "tok_embd.weight",
+                "output_norm.weight",
+            ]),
             Residency::Dequantised(DType::F16),
         )
         .unwrap();
@@ -184,8 +218,13 @@ fn selections(backend: Backend, test: &str) {
     let e = loader
         .load(&file, &Selection::glob(["blk.*", "zzz*"]), raw)
         .unwrap_err();
-    assert!(matches!(e, Error::Selection { .. }) && e.to_string().contains("zzz*"), "{e}");
-    let e = loader.load(&file, &Selection::glob(["blk.[0"]), raw).unwrap_err();
+    assert!(
+        matches!(e, Error::Selection { .. }) && e.to_string().contains("zzz*"),
+        "{e}"
+    );
+    let e = loader
+        .load(&file, &Selection::glob(["blk.[0"]), raw)
+        .unwrap_err();
     assert!(matches!(e, Error::Selection { .. }), "{e}");
     assert!(e.hint().is_some());
     // No CPU fallback: the Q4_K tensor is a typed error, and nothing stays.
@@ -194,16 +233,35 @@ fn selections(backend: Backend, test: &str) {
         ..LoadOptions::default()
     };
     let e = loader
-        .load_with(&file, &Selection::All, Residency::Dequantised(DType::F32), &opts)
+        .load_with(
+            &file,
+            &Selection::All,
+            Residency::Dequantised(DType::F32),
+            &opts,
+        )
         .unwrap_err();
-    assert!(matches!(e, Error::Gpu(GpuError::Unsupported { format: Format::Q4_K, .. })), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::Gpu(GpuError::Unsupported {
+                format: Format::Q4_K,
+                ..
+            })
+        ),
+        "{e}"
+    );
     assert_eq!(loader.stats(), ServiceStats::default());
 }
 per_backend!(selections, selections);
 
 /// 8 threads load and read back through one loader: the same bytes as one thread.
 fn eight_threads(backend: Backend, test: &str) {
-    let Some(loader) = loader(backend, test, EngineOptions::default(), LoadOptions::default()) else {
+    let Some(loader) = loader(
+        backend,
+        test,
+        EngineOptions::default(),
+        LoadOptions::default(),
+    ) else {
         return;
     };
     let (_dir, file) = small_file();
@@ -211,7 +269,11 @@ fn eight_threads(backend: Backend, test: &str) {
         let residency = residencies()[i % 4];
         let opts = LoadOptions {
             staging_bytes: 1 << 20,
-            source: if i % 2 == 0 { Source::Mmap } else { Source::DirectRead },
+            source: if i.is_multiple_of(2) {
+                Source::Mmap
+            } else {
+                Source::DirectRead
+            },
             ..LoadOptions::default()
         };
         let model = loader
@@ -223,7 +285,13 @@ fn eight_threads(backend: Backend, test: &str) {
             .map(|t| loader.read_back(t).unwrap())
             .collect();
         // And a record-into-encoder decode of a raw load, on the shared device.
-        let raw = loader.load(&file, &Selection::names(["blk.0.attn_q.weight"]), Residency::Raw).unwrap();
+        let raw = loader
+            .load(
+                &file,
+                &Selection::names(["blk.0.attn_q.weight"]),
+                Residency::Raw,
+            )
+            .unwrap();
         let t = &raw.tensors()[0];
         let dst = loader.device().create_buffer(&wgpu::BufferDescriptor {
             label: None,
@@ -232,9 +300,16 @@ fn eight_threads(backend: Backend, test: &str) {
             mapped_at_creation: false,
         });
         let mut enc = loader.device().create_command_encoder(&Default::default());
-        loader.record_tensor(&mut enc, t, DType::F16, &dst, 0).unwrap();
+        loader
+            .record_tensor(&mut enc, t, DType::F16, &dst, 0)
+            .unwrap();
         loader.queue().submit([enc.finish()]);
-        out.push(read_buffer(loader.device(), loader.queue(), &dst, t.n_elements * 2));
+        out.push(read_buffer(
+            loader.device(),
+            loader.queue(),
+            &dst,
+            t.n_elements * 2,
+        ));
         out
     };
     let single: Vec<Vec<Vec<u8>>> = (0..4).map(run).collect();
@@ -243,13 +318,21 @@ fn eight_threads(backend: Backend, test: &str) {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for (i, got) in threaded.iter().enumerate() {
-        assert!(*got == single[i % 4], "thread {i} differs from the single-thread run");
+        assert!(
+            *got == single[i % 4],
+            "thread {i} differs from the single-thread run"
+        );
     }
     assert_eq!(loader.stats(), ServiceStats::default());
 }
 per_backend!(eight_threads, eight_threads);
 
-fn read_buffer(device: &wgpu::Device, queue: &wgpu::Queue, buf: &wgpu::Buffer, len: u64) -> Vec<u8> {
+fn read_buffer(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    buf: &wgpu::Buffer,
+    len: u64,
+) -> Vec<u8> {
     let size = len.div_ceil(4) * 4;
     let staging = device.create_buffer(&wgpu::BufferDescriptor {
         label: None,
@@ -267,8 +350,8 @@ fn read_buffer(device: &wgpu::Device, queue: &wgpu::Queue, buf: &wgpu::Buffer, l
             timeout: None,
         })
         .unwrap();
-    let v = staging.get_mapped_range(..).unwrap()[..len as usize].to_vec();
-    v
+    let view = staging.get_mapped_range(..).unwrap();
+    view[..len as usize].to_vec()
 }
 
 /// A device the test creates itself (lavapipe Vulkan when present).
@@ -276,7 +359,8 @@ fn own_device(test: &str) -> Option<(wgpu::Device, wgpu::Queue)> {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = wgpu::Backends::VULKAN;
     let instance = wgpu::Instance::new(desc);
-    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()));
+    let adapter =
+        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()));
     let adapter = match adapter {
         Ok(a) => a,
         Err(e) => {
@@ -323,9 +407,19 @@ fn record_into_callers_encoder() {
             let mut enc = device.create_command_encoder(&Default::default());
             loader.record_tensor(&mut enc, t, dtype, &dst, off).unwrap();
             queue.submit([enc.finish()]);
-            let got = read_buffer(&device, &queue, &dst, off + t.n_elements * dtype.size() as u64);
-            compare(t.format, dtype, &got[off as usize..], &cpu(t.format, src, dtype))
-                .unwrap_or_else(|e| panic!("{}: {e}", t.name));
+            let got = read_buffer(
+                &device,
+                &queue,
+                &dst,
+                off + t.n_elements * dtype.size() as u64,
+            );
+            compare(
+                t.format,
+                dtype,
+                &got[off as usize..],
+                &cpu(t.format, src, dtype),
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", t.name));
             // record with plain buffers and an element count.
             let mut enc = device.create_command_encoder(&Default::default());
             loader
@@ -425,7 +519,11 @@ fn decode_in_own_shader(
         ],
     });
     let groups = n.div_ceil(8 * 64);
-    let (x, y) = if groups <= 65_535 { (groups, 1) } else { (65_535, groups.div_ceil(65_535)) };
+    let (x, y) = if groups <= 65_535 {
+        (groups, 1)
+    } else {
+        (65_535, groups.div_ceil(65_535))
+    };
     let mut enc = device.create_command_encoder(&Default::default());
     {
         let mut pass = enc.begin_compute_pass(&Default::default());
@@ -444,12 +542,21 @@ fn decode_in_own_shader(
 #[test]
 fn failed_load_releases_everything() {
     const TEST: &str = "failed_load_releases_everything";
-    let Some(loader) = loader(Backend::Vulkan, TEST, EngineOptions::default(), LoadOptions::default()) else {
+    let Some(loader) = loader(
+        Backend::Vulkan,
+        TEST,
+        EngineOptions::default(),
+        LoadOptions::default(),
+    ) else {
         return;
     };
     let (_dir, file) = small_file();
     let kept = loader
-        .load(&file, &Selection::names(["output_norm.weight"]), Residency::Raw)
+        .load(
+            &file,
+            &Selection::names(["output_norm.weight"]),
+            Residency::Raw,
+        )
         .unwrap();
     let before = loader.stats();
     assert_eq!(before.models, 1);
@@ -458,7 +565,12 @@ fn failed_load_releases_everything() {
         ..LoadOptions::default()
     };
     let e = loader
-        .load_with(&file, &Selection::All, Residency::Dequantised(DType::F32), &opts)
+        .load_with(
+            &file,
+            &Selection::All,
+            Residency::Dequantised(DType::F32),
+            &opts,
+        )
         .unwrap_err();
     assert!(matches!(e, Error::Gpu(GpuError::OutOfMemory { .. })), "{e}");
     assert!(e.hint().unwrap().contains("fewer tensors"));
@@ -482,13 +594,8 @@ fn destroyed_device_is_a_typed_error() {
         .load(&file, &Selection::All, Residency::Dequantised(DType::F16))
         .unwrap_err();
     eprintln!("[{TEST}] {e} (hint: {:?})", e.hint());
-    assert!(
-        matches!(
-            e,
-            Error::Gpu(GpuError::DeviceLost(_) | GpuError::Validation { .. } | GpuError::Uncaptured(_))
-        ),
-        "{e:?}"
-    );
+    assert!(matches!(e, Error::Gpu(GpuError::DeviceLost(_))), "{e:?}");
+    assert!(e.hint().is_some());
     assert_eq!(loader.stats(), ServiceStats::default());
 }
 
@@ -496,7 +603,12 @@ fn destroyed_device_is_a_typed_error() {
 #[test]
 fn changed_file_is_a_typed_error() {
     const TEST: &str = "changed_file_is_a_typed_error";
-    let Some(loader) = loader(Backend::Vulkan, TEST, EngineOptions::default(), LoadOptions::default()) else {
+    let Some(loader) = loader(
+        Backend::Vulkan,
+        TEST,
+        EngineOptions::default(),
+        LoadOptions::default(),
+    ) else {
         return;
     };
     let (dir, file) = small_file();
@@ -508,7 +620,10 @@ fn changed_file_is_a_typed_error() {
     // Rewritten in place with another header (same length): the map shows the new bytes, and
     // both sources notice that they are not what was parsed.
     let mut bytes = std::fs::read(&path).unwrap();
-    let pos = bytes.windows(12).position(|w| w == b"service-test").unwrap();
+    let pos = bytes
+        .windows(12)
+        .position(|w| w == b"service-test")
+        .unwrap();
     bytes[pos] = b'S';
     std::fs::write(&path, &bytes).unwrap();
     for opts in [LoadOptions::default(), direct.clone()] {
@@ -550,7 +665,12 @@ fn real_model_resident_equals_cpu() {
     };
     let file = GgufFile::open(&path).unwrap();
     for backend in [Backend::Vulkan, Backend::Gl] {
-        let Some(loader) = loader(backend, TEST, EngineOptions::default(), LoadOptions::default()) else {
+        let Some(loader) = loader(
+            backend,
+            TEST,
+            EngineOptions::default(),
+            LoadOptions::default(),
+        ) else {
             continue;
         };
         for (residency, source) in [

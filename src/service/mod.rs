@@ -73,7 +73,9 @@ use std::time::{Duration, Instant, SystemTime};
 use plan::{Limits, Path};
 
 use crate::gguf::TensorInfo;
-use crate::gpu::{scoped, shaders, upload, Backend, DequantJob, EngineOptions, GpuEngine, GpuError};
+use crate::gpu::{
+    scoped, shaders, upload, Backend, DequantJob, EngineOptions, GpuEngine, GpuError,
+};
 use crate::{DType, Error, Format, GgufFile, Result};
 
 /// Which tensors of a file to load.
@@ -521,10 +523,7 @@ fn open_direct(file: &GgufFile) -> Result<std::fs::File> {
     if len != file.bytes().len() as u64 {
         return Err(file_changed(
             file,
-            format!(
-                "it is {len} bytes now, {} when mapped",
-                file.bytes().len()
-            ),
+            format!("it is {len} bytes now, {} when mapped", file.bytes().len()),
         ));
     }
     let header = &file.bytes()[..(file.data_offset() as usize).min(file.bytes().len())];
@@ -888,7 +887,7 @@ impl WeightLoader {
     /// the encoder, and the output is ready for any later pass of it.
     pub fn record(&self, encoder: &mut wgpu::CommandEncoder, job: &RecordJob<'_>) -> Result<()> {
         let elems = job.format.block_elems() as u64;
-        if job.n_elements % elems != 0 {
+        if !job.n_elements.is_multiple_of(elems) {
             return Err(GpuError::InvalidJob(format!(
                 "{} elements is not a whole number of {}-value {} blocks",
                 job.n_elements, elems, job.format
@@ -949,10 +948,11 @@ impl WeightLoader {
     pub fn read_back(&self, tensor: &ResidentTensor) -> Result<Vec<u8>> {
         let total = tensor.byte_len() as usize;
         let mut out = Vec::new();
-        out.try_reserve_exact(total).map_err(|_| Error::OutOfMemory {
-            bytes: total,
-            what: format!("reading back {}", tensor.name),
-        })?;
+        out.try_reserve_exact(total)
+            .map_err(|_| Error::OutOfMemory {
+                bytes: total,
+                what: format!("reading back {}", tensor.name),
+            })?;
         let device = self.engine.device();
         for part in &tensor.parts {
             let len = part.range.end - part.range.start;

@@ -143,7 +143,9 @@ fn part_step(format: Format, align: u64) -> u64 {
 fn quantum(format: Format, path: Path, lim: &Limits) -> Result<u64, crate::gpu::GpuError> {
     Ok(match path {
         Path::Raw | Path::Cpu(_) => copy_quantum(path.slot_bytes_per_block(format)),
-        Path::Gpu(d) => upload::plan(format, d.size() as u64, lim.max_binding, lim.align)?.step_blocks,
+        Path::Gpu(d) => {
+            upload::plan(format, d.size() as u64, lim.max_binding, lim.align)?.step_blocks
+        }
     })
 }
 
@@ -182,7 +184,11 @@ pub(crate) fn plan(
             first += n;
         }
         let q = quantum(format, path, lim)?;
-        let seg_align = if matches!(path, Path::Gpu(_)) { lim.align } else { 4 };
+        let seg_align = if matches!(path, Path::Gpu(_)) {
+            lim.align
+        } else {
+            4
+        };
         min_slot = min_slot.max(upload::round_up(q * path.slot_bytes_per_block(format), 4));
         total_slot += upload::round_up(n_blocks * path.slot_bytes_per_block(format), seg_align);
         tensors.push(TensorPlan {
@@ -293,7 +299,10 @@ mod tests {
                 let t = &plan.tensors[s.tensor];
                 let part = &t.parts[s.part];
                 let bb = t.format.block_bytes() as u64;
-                assert_eq!(s.file_offset, t.file_offset + (part.first_block + covered[s.tensor][s.part]) * bb);
+                assert_eq!(
+                    s.file_offset,
+                    t.file_offset + (part.first_block + covered[s.tensor][s.part]) * bb
+                );
                 assert_eq!(s.raw_len, s.n_blocks * bb);
                 assert!(s.slot_offset + s.slot_len <= plan.slot_bytes);
                 let dst_len = s.n_blocks * t.path.resident_bytes_per_block(t.format);

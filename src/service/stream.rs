@@ -283,9 +283,9 @@ impl Reader<'_> {
             let t = &self.plan.tensors[seg.tensor];
             let raw: &[u8] = match self.source {
                 Source::Mmap => {
-                    let range = usize::try_from(seg.file_offset).ok().and_then(|s| {
-                        Some(s..s.checked_add(usize::try_from(seg.raw_len).ok()?)?)
-                    });
+                    let range = usize::try_from(seg.file_offset)
+                        .ok()
+                        .and_then(|s| Some(s..s.checked_add(usize::try_from(seg.raw_len).ok()?)?));
                     match range.and_then(|r| self.file.bytes().get(r)) {
                         Some(b) => b,
                         None => {
