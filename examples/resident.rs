@@ -117,7 +117,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .find(|p| p.elements.contains(&(row_index * row_len)))
         .ok_or("row outside the tensor")?;
-    let start = (row_index * row_len - part.elements.start) as u32;
+    // Bind just the row (a whole tensor may exceed the storage-binding limit): from its first
+    // byte rounded down to the offset alignment.
+    let row_byte = part.range.start + (row_index * row_len - part.elements.start) * 4;
+    let align = loader.engine().offset_alignment();
+    let bind_offset = row_byte / align * align;
+    let bind_size = row_byte - bind_offset + row_len * 4;
+    let start = ((row_byte - bind_offset) / 4) as u32;
 
     let device = loader.device();
     let queue = loader.queue();
@@ -161,8 +167,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 binding: 0,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                     buffer: &part.buffer,
-                    offset: part.range.start,
-                    size: wgpu::BufferSize::new(part.range.end - part.range.start),
+                    offset: bind_offset,
+                    size: wgpu::BufferSize::new(bind_size),
                 }),
             },
             wgpu::BindGroupEntry {

@@ -180,7 +180,9 @@ impl Residency {
 /// Where the reader takes the tensor bytes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Source {
-    /// Copy from the file's memory map (page faults do the reading).
+    /// Copy from the file's memory map (page faults do the reading). A file truncated by another
+    /// process while it is mapped can still end the process with `SIGBUS` (the map's contract,
+    /// see [`GgufFile`]); prefer [`Source::DirectRead`] where that may happen.
     #[default]
     Mmap,
     /// Plain `read` calls on a new handle of the file into a slot-sized buffer. The handle is
@@ -322,7 +324,8 @@ pub struct LoadReport {
     pub bytes_read: u64,
     /// Bytes of data resident on the GPU (padding not counted).
     pub bytes_resident: u64,
-    /// Wall-clock seconds: planning, allocation, streaming and the wait for the GPU.
+    /// Wall-clock seconds: planning, compiling shaders on their first use, allocation,
+    /// streaming and the wait for the GPU.
     pub seconds: f64,
     /// The source read from.
     pub source: Source,
