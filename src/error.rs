@@ -86,4 +86,50 @@ pub enum Error {
     /// A GPU failure (adapter, device, shader, buffer, timeout): see [`GpuError`].
     #[error(transparent)]
     Gpu(#[from] GpuError),
+    /// The file changed (size, modification time or contents) after it was opened and mapped, or
+    /// while it was being loaded: what was read may be torn.
+    #[error("{path}: the file changed while it was in use: {reason}")]
+    FileChanged {
+        /// The file.
+        path: PathBuf,
+        /// What differs.
+        reason: String,
+    },
+    /// A tensor selection that cannot be satisfied: a bad glob, or a pattern that matches nothing.
+    #[error("{path}: {reason}")]
+    Selection {
+        /// The file the selection was applied to.
+        path: PathBuf,
+        /// What is wrong with the selection.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// A one-line suggestion for what to do about this error, where there is a useful one (out of
+    /// GPU memory, device lost, no adapter, a file that changed, a tensor not found).
+    pub fn hint(&self) -> Option<&'static str> {
+        Some(match self {
+            Error::Gpu(GpuError::OutOfMemory { .. }) => {
+                "load fewer tensors (a name or glob selection), keep them raw or as f16/bf16 instead of f32, lower the staging budget, or free other GPU memory"
+            }
+            Error::Gpu(GpuError::DeviceLost(_)) => {
+                "the GPU device is gone (driver reset, removal, or destroyed): create a new device or loader and load again"
+            }
+            Error::Gpu(GpuError::NoAdapter { .. }) | Error::Gpu(GpuError::RequestDevice { .. }) => {
+                "install a Vulkan or GL driver (e.g. Mesa's lavapipe: mesa-vulkan-drivers) or pick another backend with GGUF_DEQUANT_BACKEND=vulkan|gl|metal|dx12"
+            }
+            Error::Gpu(GpuError::Timeout(_)) => {
+                "the GPU is too slow or hung: raise EngineOptions::timeout or use a faster adapter"
+            }
+            Error::FileChanged { .. } => {
+                "something wrote to or replaced the file while it was open: reopen it, and load from a copy that nothing else writes to"
+            }
+            Error::NoSuchTensor { .. } | Error::Selection { .. } => {
+                "list the tensor names with `gguf-dequant inspect`"
+            }
+            Error::OutOfMemory { .. } => "free host memory or lower the staging budget",
+            _ => return None,
+        })
+    }
 }

@@ -33,7 +33,7 @@
 
 mod error;
 pub mod pipelines;
-mod readback;
+pub(crate) mod readback;
 pub mod shaders;
 pub mod tables;
 pub mod upload;
@@ -451,6 +451,13 @@ impl GpuEngine {
     pub fn prepare(&self, format: Format, dtype: DType) -> Result<()> {
         self.pipelines
             .get(&self.device, (format, dtype, Variant::Baseline))?;
+        Ok(self.check()?)
+    }
+
+    /// Reports a device loss or an error no scope caught, as recorded by the engine's callbacks
+    /// (when [`EngineOptions::install_handlers`] is set): [`GpuError::DeviceLost`] or
+    /// [`GpuError::Uncaptured`] (which this call clears). `Ok` when neither happened.
+    pub fn check_device(&self) -> Result<()> {
         Ok(self.check()?)
     }
 

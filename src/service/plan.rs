@@ -1,0 +1,362 @@
+//! Planning a load: each selected tensor is cut into *parts* (one GPU buffer each, at most
+//! `max_buffer` bytes) and the parts into *segments* packed into staging-slot-sized *chunks*. One
+//! chunk is one slot fill, one submission. The plan is metadata only (a few words per segment).
+
+use crate::gguf::TensorInfo;
+use crate::gpu::upload;
+use crate::{DType, Format};
+
+/// How a tensor's blocks reach its buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// Raw blocks copied from the staging slot into the resident buffer.
+    Raw,
+    /// Raw blocks copied into a GPU scratch slot and dequantised by the engine's shader.
+    Gpu(DType),
+    /// Decoded on the CPU (a format without a shader) into the slot, then copied.
+    Cpu(DType),
+}
+
+impl Path {
+    /// Bytes one block takes in the staging slot.
+    fn slot_bytes_per_block(self, format: Format) -> u64 {
+        match self {
+            Path::Raw | Path::Gpu(_) => format.block_bytes() as u64,
+            Path::Cpu(d) => (format.block_elems() * d.size()) as u64,
+        }
+    }
+
+    /// Bytes one block takes in the resident buffer.
+    fn resident_bytes_per_block(self, format: Format) -> u64 {
+        match self {
+            Path::Raw => format.block_bytes() as u64,
+            Path::Gpu(d) | Path::Cpu(d) => (format.block_elems() * d.size()) as u64,
+        }
+    }
+
+    /// Padding a resident buffer keeps after its data (the engine's binding rules).
+    fn buffer_pad(self) -> u64 {
+        match self {
+            Path::Raw => 4,
+            _ => 16,
+        }
+    }
+}
+
+/// One resident buffer of a tensor: blocks `first .. first + count`.
+#[derive(Clone, Debug)]
+pub(crate) struct PartPlan {
+    pub first_block: u64,
+    pub n_blocks: u64,
+    /// Data bytes in the buffer.
+    pub data_bytes: u64,
+    /// Buffer size: the data padded as the engine's bindings need.
+    pub buffer_bytes: u64,
+}
+
+/// One selected tensor.
+#[derive(Clone, Debug)]
+pub(crate) struct TensorPlan {
+    /// Index into `file.tensors()`.
+    pub index: usize,
+    pub format: Format,
+    pub path: Path,
+    /// Absolute file offset of the tensor's first byte.
+    pub file_offset: u64,
+    pub parts: Vec<PartPlan>,
+}
+
+/// A run of blocks of one part that goes through one slot.
+#[derive(Clone, Debug)]
+pub(crate) struct Segment {
+    /// Index into `Plan::tensors`.
+    pub tensor: usize,
+    pub part: usize,
+    /// Absolute file offset of the raw bytes.
+    pub file_offset: u64,
+    /// Raw bytes read from the file.
+    pub raw_len: u64,
+    /// Where the bytes go in the slot.
+    pub slot_offset: u64,
+    /// Bytes of the slot the segment fills (raw or decoded), before padding.
+    pub slot_data: u64,
+    /// `slot_data` rounded up to 4: the bytes copied.
+    pub slot_len: u64,
+    /// Byte offset in the part's buffer.
+    pub dst_offset: u64,
+    pub n_blocks: u64,
+}
+
+/// One fill of one staging slot.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Chunk {
+    pub segments: Vec<Segment>,
+    /// Bytes of the slot in use (a multiple of 4).
+    pub used: u64,
+    /// Whether any segment is dequantised on the GPU (the chunk then goes through a scratch slot).
+    pub has_gpu: bool,
+}
+
+/// The whole load.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub tensors: Vec<TensorPlan>,
+    pub chunks: Vec<Chunk>,
+    /// Bytes of each staging slot.
+    pub slot_bytes: u64,
+    /// Number of staging slots.
+    pub slots: usize,
+    pub any_gpu: bool,
+}
+
+/// Device numbers the plan depends on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// `min_storage_buffer_offset_alignment` (a power of two, at least 4).
+    pub align: u64,
+    /// The engine's storage-binding size in use.
+    pub max_binding: u64,
+    /// Largest buffer to create.
+    pub max_buffer: u64,
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Blocks whose staging bytes are a multiple of 4 (so copies stay 4-byte aligned).
+fn copy_quantum(per_block: u64) -> u64 {
+    4 / gcd(4, per_block)
+}
+
+/// The block step that keeps a part's offsets usable as binding offsets for every output dtype.
+fn part_step(format: Format, align: u64) -> u64 {
+    // Offsets valid for 2-byte outputs are valid for 4-byte ones (the step is a power-of-two
+    // multiple); a huge limit leaves only the alignment rule.
+    upload::plan(format, 2, u64::MAX >> 8, align).map_or(1, |p| p.step_blocks)
+}
+
+/// The smallest run of blocks a segment of `path` may be cut to, and the slot bytes it takes.
+fn quantum(format: Format, path: Path, lim: &Limits) -> Result<u64, crate::gpu::GpuError> {
+    Ok(match path {
+        Path::Raw | Path::Cpu(_) => copy_quantum(path.slot_bytes_per_block(format)),
+        Path::Gpu(d) => {
+            upload::plan(format, d.size() as u64, lim.max_binding, lim.align)?.step_blocks
+        }
+    })
+}
+
+pub(crate) fn plan(
+    selected: &[(usize, &TensorInfo)],
+    data_offset: u64,
+    paths: &[Path],
+    lim: &Limits,
+    staging_bytes: u64,
+    slots: usize,
+) -> crate::Result<Plan> {
+    let slots = slots.max(2);
+    // Parts.
+    let mut tensors = Vec::with_capacity(selected.len());
+    let mut min_slot = 4u64;
+    let mut total_slot = 0u64;
+    for (&(index, t), &path) in selected.iter().zip(paths) {
+        let format = t.format;
+        let n_blocks = t.n_bytes / format.block_bytes() as u64;
+        let per = path.resident_bytes_per_block(format);
+        let pad = path.buffer_pad();
+        let step = part_step(format, lim.align);
+        let fit = (lim.max_buffer.saturating_sub(pad) / per) / step * step;
+        let max_blocks = fit.max(step);
+        let mut parts = Vec::new();
+        let mut first = 0;
+        while first < n_blocks {
+            let n = max_blocks.min(n_blocks - first);
+            let data_bytes = n * per;
+            parts.push(PartPlan {
+                first_block: first,
+                n_blocks: n,
+                data_bytes,
+                buffer_bytes: upload::round_up(data_bytes, pad).max(pad),
+            });
+            first += n;
+        }
+        let q = quantum(format, path, lim)?;
+        let seg_align = if matches!(path, Path::Gpu(_)) {
+            lim.align
+        } else {
+            4
+        };
+        min_slot = min_slot.max(upload::round_up(q * path.slot_bytes_per_block(format), 4));
+        total_slot += upload::round_up(n_blocks * path.slot_bytes_per_block(format), seg_align);
+        tensors.push(TensorPlan {
+            index,
+            format,
+            path,
+            file_offset: data_offset + t.offset,
+            parts,
+        });
+    }
+    let want = (staging_bytes / slots as u64) & !3;
+    let slot_bytes = want
+        .min(upload::round_up(total_slot, 4))
+        .max(min_slot)
+        .min(lim.max_buffer & !3);
+    // Stream in file order: sequential reads.
+    let mut order: Vec<usize> = (0..tensors.len()).collect();
+    order.sort_by_key(|&i| tensors[i].file_offset);
+
+    let mut chunks = Vec::new();
+    let mut chunk = Chunk::default();
+    for &ti in &order {
+        let t = &tensors[ti];
+        let format = t.format;
+        let bb = format.block_bytes() as u64;
+        let per = t.path.slot_bytes_per_block(format);
+        let q = quantum(format, t.path, lim)?;
+        let is_gpu = matches!(t.path, Path::Gpu(_));
+        let seg_align = if is_gpu { lim.align } else { 4 };
+        let dst_per = t.path.resident_bytes_per_block(format);
+        for (pi, part) in t.parts.iter().enumerate() {
+            let mut done = 0u64;
+            while done < part.n_blocks {
+                let left = part.n_blocks - done;
+                let start = upload::round_up(chunk.used, seg_align);
+                let avail = slot_bytes.saturating_sub(start);
+                let fit = avail / per;
+                let n = if left <= fit { left } else { fit / q * q };
+                if n == 0 {
+                    if chunk.segments.is_empty() {
+                        // Cannot happen: slot_bytes >= one quantum.
+                        return Err(crate::gpu::GpuError::InvalidJob(format!(
+                            "staging slot of {slot_bytes} bytes cannot hold {q} blocks of {format}"
+                        ))
+                        .into());
+                    }
+                    chunks.push(std::mem::take(&mut chunk));
+                    continue;
+                }
+                let block = part.first_block + done;
+                let slot_data = n * per;
+                let slot_len = upload::round_up(slot_data, 4);
+                chunk.segments.push(Segment {
+                    tensor: ti,
+                    part: pi,
+                    file_offset: t.file_offset + block * bb,
+                    raw_len: n * bb,
+                    slot_offset: start,
+                    slot_data,
+                    slot_len,
+                    dst_offset: done * dst_per,
+                    n_blocks: n,
+                });
+                chunk.used = start + slot_len;
+                chunk.has_gpu |= is_gpu;
+                done += n;
+            }
+        }
+    }
+    if !chunk.segments.is_empty() {
+        chunks.push(chunk);
+    }
+    let any_gpu = tensors.iter().any(|t| matches!(t.path, Path::Gpu(_)));
+    Ok(Plan {
+        slots: slots.min(chunks.len().max(1)),
+        tensors,
+        chunks,
+        slot_bytes,
+        any_gpu,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &str, format: Format, n_blocks: u64, offset: u64) -> TensorInfo {
+        TensorInfo {
+            name: name.to_string(),
+            dims: vec![n_blocks * format.block_elems() as u64],
+            format,
+            offset,
+            n_elements: n_blocks * format.block_elems() as u64,
+            n_bytes: n_blocks * format.block_bytes() as u64,
+        }
+    }
+
+    /// Every block of every part is covered once, in order, and every segment fits its slot.
+    fn check(plan: &Plan, infos: &[TensorInfo]) {
+        let mut covered: Vec<Vec<u64>> = plan
+            .tensors
+            .iter()
+            .map(|t| vec![0; t.parts.len()])
+            .collect();
+        for c in &plan.chunks {
+            assert!(c.used <= plan.slot_bytes && c.used % 4 == 0);
+            for s in &c.segments {
+                let t = &plan.tensors[s.tensor];
+                let part = &t.parts[s.part];
+                let bb = t.format.block_bytes() as u64;
+                assert_eq!(
+                    s.file_offset,
+                    t.file_offset + (part.first_block + covered[s.tensor][s.part]) * bb
+                );
+                assert_eq!(s.raw_len, s.n_blocks * bb);
+                assert!(s.slot_offset + s.slot_len <= plan.slot_bytes);
+                let dst_len = s.n_blocks * t.path.resident_bytes_per_block(t.format);
+                assert!(s.dst_offset + dst_len <= part.buffer_bytes);
+                covered[s.tensor][s.part] += s.n_blocks;
+            }
+        }
+        for (t, c) in plan.tensors.iter().zip(&covered) {
+            for (p, &n) in t.parts.iter().zip(c) {
+                assert_eq!(p.n_blocks, n);
+            }
+            let total: u64 = t.parts.iter().map(|p| p.n_blocks).sum();
+            let i = &infos[t.index];
+            assert_eq!(total * t.format.block_bytes() as u64, i.n_bytes);
+        }
+    }
+
+    #[test]
+    fn small_slots_and_buffers_cover_every_block() {
+        let infos = vec![
+            info("a", Format::Q8_0, 1001, 0),
+            info("b", Format::F32, 7, 34_048),
+            info("c", Format::Q4_K, 40, 34_080),
+            info("d", Format::Q4_0, 3, 40_000),
+        ];
+        let selected: Vec<_> = infos.iter().enumerate().collect();
+        for paths in [
+            vec![Path::Raw; 4],
+            vec![
+                Path::Gpu(DType::F16),
+                Path::Gpu(DType::F32),
+                Path::Cpu(DType::BF16),
+                Path::Gpu(DType::F32),
+            ],
+        ] {
+            for (align, max_buffer, staging) in
+                [(4, 1 << 30, 1 << 20), (256, 8192, 40_000), (64, 100_000, 8)]
+            {
+                let lim = Limits {
+                    align,
+                    max_binding: 1 << 16,
+                    max_buffer,
+                };
+                let p = plan(&selected, 0, &paths, &lim, staging, 4).unwrap();
+                check(&p, &infos);
+                for c in &p.chunks {
+                    for s in &c.segments {
+                        if matches!(p.tensors[s.tensor].path, Path::Gpu(_)) {
+                            assert_eq!(s.slot_offset % align, 0);
+                            assert_eq!(s.dst_offset % align.max(16), 0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The streaming upload: a reader thread fills a ring of mapped staging buffers from the file (or
+//! the memory map) while the calling thread submits the filled ones (copy, and dequantise on the
+//! GPU) and re-maps them for reuse. At most `plan.slots` slots are in use, so host memory is
+//! bounded by the staging budget whatever the model size.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::plan::{Chunk, Path, Plan};
+use super::Source;
+use crate::gpu::{scoped, DequantJob, GpuEngine, GpuError};
+use crate::{Error, GgufFile, Result};
+
+/// How long a blocked wait sleeps between checks of the other side.
+const TICK: Duration = Duration::from_millis(5);
+
+/// A staging slot handed back by its map callback: `Err` if mapping failed.
+type Freed = (usize, std::result::Result<(), String>);
+
+/// What one load streams through.
+pub(crate) struct Stream<'a> {
+    pub engine: &'a GpuEngine,
+    pub file: &'a GgufFile,
+    pub source: Source,
+    pub plan: &'a Plan,
+    /// Resident buffers, `[tensor][part]`.
+    pub buffers: &'a [Vec<Arc<wgpu::Buffer>>],
+    /// `plan.slots` staging buffers (MAP_WRITE | COPY_SRC), mapped at creation.
+    pub staging: &'a [wgpu::Buffer],
+    /// `plan.slots` scratch buffers (STORAGE | COPY_DST) when the plan dequantises on the GPU.
+    pub scratch: &'a [wgpu::Buffer],
+    /// An open handle for [`Source::DirectRead`].
+    pub direct: Option<File>,
+    pub timeout: Duration,
+}
+
+impl Stream<'_> {
+    /// Runs the whole plan; returns when the GPU has finished every submission.
+    pub(crate) fn run(self) -> Result<()> {
+        let Stream {
+            engine,
+            file,
+            source,
+            plan,
+            buffers,
+            staging,
+            scratch,
+            direct,
+            timeout,
+        } = self;
+        if plan.chunks.is_empty() {
+            return Ok(());
+        }
+        let (free_tx, free_rx) = mpsc::channel::<Freed>();
+        let (filled_tx, filled_rx) = mpsc::channel::<Result<usize>>();
+        for slot in 0..staging.len() {
+            let _ = free_tx.send((slot, Ok(())));
+        }
+        let cancel = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let reader = Reader {
+                file,
+                source,
+                plan,
+                staging,
+                direct,
+                read_buf: Vec::new(),
+                decode_buf: Vec::new(),
+                pos: None,
+            };
+            let cancel_ref = &cancel;
+            s.spawn(move || reader.run(free_rx, filled_tx, cancel_ref));
+            let out = submit_all(
+                engine, plan, buffers, staging, scratch, &filled_rx, &free_tx, timeout,
+            );
+            if out.is_err() {
+                cancel.store(true, Ordering::Relaxed);
+            }
+            drop(filled_rx);
+            out
+        })
+    }
+}
+
+/// Waits for submission `index` (at most `timeout`).
+fn wait(device: &wgpu::Device, index: wgpu::SubmissionIndex, timeout: Duration) -> Result<()> {
+    device
+        .poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: Some(timeout),
+        })
+        .map_err(|e| match e {
+            wgpu::PollError::Timeout => GpuError::Timeout(timeout),
+            other => GpuError::DeviceLost(other.to_string()),
+        })?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn submit_all(
+    engine: &GpuEngine,
+    plan: &Plan,
+    buffers: &[Vec<Arc<wgpu::Buffer>>],
+    staging: &[wgpu::Buffer],
+    scratch: &[wgpu::Buffer],
+    filled_rx: &Receiver<Result<usize>>,
+    free_tx: &Sender<Freed>,
+    timeout: Duration,
+) -> Result<()> {
+    let device = engine.device();
+    let mut in_flight: VecDeque<wgpu::SubmissionIndex> = VecDeque::new();
+    for chunk in &plan.chunks {
+        let mut waited = Duration::ZERO;
+        let slot = loop {
+            match filled_rx.try_recv() {
+                Ok(m) => break m?,
+                Err(TryRecvError::Disconnected) => {
+                    return Err(GpuError::Map("the staging reader stopped".into()).into())
+                }
+                Err(TryRecvError::Empty) => {}
+            }
+            // Nothing to submit yet: let the GPU finish the oldest submission (which frees its
+            // slot for the reader), or wait for the reader.
+            if let Some(index) = in_flight.pop_front() {
+                wait(device, index, timeout)?;
+                continue;
+            }
+            match filled_rx.recv_timeout(TICK) {
+                Ok(m) => break m?,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(GpuError::Map("the staging reader stopped".into()).into())
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    // Map callbacks run inside polls: make sure they fire.
+                    let _ = device.poll(wgpu::PollType::Poll);
+                    engine.check_device()?;
+                    waited += TICK;
+                    if waited > timeout {
+                        return Err(GpuError::Timeout(timeout).into());
+                    }
+                }
+            }
+        };
+        let index = submit_chunk(engine, plan, chunk, buffers, staging, scratch, slot)?;
+        in_flight.push_back(index);
+        let tx = free_tx.clone();
+        staging[slot].map_async(wgpu::MapMode::Write, .., move |r| {
+            let _ = tx.send((slot, r.map_err(|e| e.to_string())));
+        });
+    }
+    if let Some(last) = in_flight.pop_back() {
+        wait(device, last, timeout)?;
+    }
+    engine.check_device()
+}
+
+fn submit_chunk(
+    engine: &GpuEngine,
+    plan: &Plan,
+    chunk: &Chunk,
+    buffers: &[Vec<Arc<wgpu::Buffer>>],
+    staging: &[wgpu::Buffer],
+    scratch: &[wgpu::Buffer],
+    slot: usize,
+) -> Result<wgpu::SubmissionIndex> {
+    let device = engine.device();
+    let stage = &staging[slot];
+    stage.unmap();
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        label: Some("gguf-dequant load"),
+    });
+    scoped(device, "recording staging copies", || {
+        if chunk.has_gpu {
+            encoder.copy_buffer_to_buffer(stage, 0, &scratch[slot], 0, chunk.used);
+        }
+        for seg in &chunk.segments {
+            let t = &plan.tensors[seg.tensor];
+            if !matches!(t.path, Path::Gpu(_)) {
+                encoder.copy_buffer_to_buffer(
+                    stage,
+                    seg.slot_offset,
+                    &buffers[seg.tensor][seg.part],
+                    seg.dst_offset,
+                    seg.slot_len,
+                );
+            }
+        }
+    })?;
+    for seg in &chunk.segments {
+        let t = &plan.tensors[seg.tensor];
+        if let Path::Gpu(dtype) = t.path {
+            engine.record(
+                &mut encoder,
+                &DequantJob {
+                    format: t.format,
+                    dtype,
+                    src: &scratch[slot],
+                    src_offset: seg.slot_offset,
+                    n_blocks: seg.n_blocks,
+                    dst: &buffers[seg.tensor][seg.part],
+                    dst_offset: seg.dst_offset,
+                },
+            )?;
+        }
+    }
+    let index = scoped(device, "submitting an upload", || {
+        engine.queue().submit([encoder.finish()])
+    })?;
+    Ok(index)
+}
+
+/// The reader thread's state.
+struct Reader<'a> {
+    file: &'a GgufFile,
+    source: Source,
+    plan: &'a Plan,
+    staging: &'a [wgpu::Buffer],
+    direct: Option<File>,
+    /// [`Source::DirectRead`]: one segment's raw bytes (at most one slot).
+    read_buf: Vec<u8>,
+    /// CPU-decoded segments (at most one slot).
+    decode_buf: Vec<u8>,
+    /// The direct handle's position, if known.
+    pos: Option<u64>,
+}
+
+fn grow(buf: &mut Vec<u8>, len: usize, what: &str) -> Result<()> {
+    if buf.len() < len {
+        buf.try_reserve_exact(len - buf.len())
+            .map_err(|_| Error::OutOfMemory {
+                bytes: len,
+                what: what.to_string(),
+            })?;
+        buf.resize(len, 0);
+    }
+    Ok(())
+}
+
+impl Reader<'_> {
+    fn run(
+        mut self,
+        free_rx: Receiver<Freed>,
+        filled_tx: Sender<Result<usize>>,
+        cancel: &AtomicBool,
+    ) {
+        for chunk in &self.plan.chunks {
+            let slot = loop {
+                if cancel.load(Ordering::Relaxed) {
+                    return;
+                }
+                match free_rx.recv_timeout(TICK) {
+                    Ok((slot, Ok(()))) => break slot,
+                    Ok((_, Err(e))) => {
+                        let _ = filled_tx.send(Err(GpuError::Map(format!(
+                            "mapping a staging buffer failed: {e}"
+                        ))
+                        .into()));
+                        return;
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            };
+            let r = self.fill(chunk, slot);
+            let failed = r.is_err();
+            if filled_tx.send(r.map(|()| slot)).is_err() || failed {
+                return;
+            }
+        }
+    }
+
+    /// Copies (reading, or decoding on the CPU) every segment of `chunk` into slot `slot`.
+    fn fill(&mut self, chunk: &Chunk, slot: usize) -> Result<()> {
+        let mut view = self.staging[slot]
+            .get_mapped_range_mut(..)
+            .map_err(|e| GpuError::Map(format!("staging buffer: {e}")))?;
+        for seg in &chunk.segments {
+            let t = &self.plan.tensors[seg.tensor];
+            let raw: &[u8] = match self.source {
+                Source::Mmap => {
+                    let range = usize::try_from(seg.file_offset)
+                        .ok()
+                        .and_then(|s| Some(s..s.checked_add(usize::try_from(seg.raw_len).ok()?)?));
+                    match range.and_then(|r| self.file.bytes().get(r)) {
+                        Some(b) => b,
+                        None => {
+                            return Err(Error::FileChanged {
+                                path: self.file.path().to_path_buf(),
+                                reason: "a tensor lies outside the mapped file".into(),
+                            })
+                        }
+                    }
+                }
+                Source::DirectRead => {
+                    let len = seg.raw_len as usize;
+                    grow(&mut self.read_buf, len, "a direct-read buffer")?;
+                    read_at(
+                        self.direct.as_mut(),
+                        &mut self.pos,
+                        self.file,
+                        seg.file_offset,
+                        &mut self.read_buf[..len],
+                    )?;
+                    &self.read_buf[..len]
+                }
+            };
+            let so = seg.slot_offset as usize;
+            let data = seg.slot_data as usize;
+            let end = (seg.slot_offset + seg.slot_len) as usize;
+            match t.path {
+                Path::Raw | Path::Gpu(_) => view.slice(so..so + data).copy_from_slice(raw),
+                Path::Cpu(dtype) => {
+                    grow(&mut self.decode_buf, data, "a CPU-decode buffer")?;
+                    let out = &mut self.decode_buf[..data];
+                    crate::cpu::dequant_to_bytes(t.format, raw, dtype, out)?;
+                    view.slice(so..so + data).copy_from_slice(out);
+                }
+            }
+            if end > so + data {
+                view.slice(so + data..end).fill(0);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads `buf.len()` bytes at `offset` of the direct handle.
+fn read_at(
+    handle: Option<&mut File>,
+    pos: &mut Option<u64>,
+    file: &GgufFile,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<()> {
+    let path = file.path();
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let Some(f) = handle else {
+        return Err(GpuError::InvalidJob("direct read without a file handle".into()).into());
+    };
+    if *pos != Some(offset) {
+        f.seek(SeekFrom::Start(offset)).map_err(io)?;
+    }
+    *pos = None;
+    match f.read_exact(buf) {
+        Ok(()) => {
+            *pos = Some(offset + buf.len() as u64);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(Error::FileChanged {
+            path: path.to_path_buf(),
+            reason: format!(
+                "it ends before byte {} (it was {} bytes when opened)",
+                offset + buf.len() as u64,
+                file.bytes().len()
+            ),
+        }),
+        Err(e) => Err(io(e)),
+    }
+}
