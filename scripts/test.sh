@@ -69,7 +69,7 @@ trap on_exit EXIT
 # ---------------------------------------------------------------------------------------------
 stage "system packages"
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-want=(mesa-vulkan-drivers libegl1 libgl1-mesa-dri)
+want=(mesa-vulkan-drivers libegl1 libgl1-mesa-dri time)
 if ! command -v python3 >/dev/null 2>&1; then
     want+=(python3 python3-venv)
 elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then

@@ -101,6 +101,7 @@ pub fn dequant_file(
     let decode = |i: usize| -> Result<Vec<u8>> {
         let info = selected[i];
         let (bytes, on_cpu) = decoder.decode(info.format, file.tensor_data(info), dtype)?;
+        file.release(file.data_offset() + info.offset, info.n_bytes);
         if on_cpu && matches!(decoder, Decoder::Gpu(_)) {
             fallback
                 .lock()

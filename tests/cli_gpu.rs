@@ -219,3 +219,59 @@ fn bad_requests_are_one_line_errors() {
     }
     assert!(!npy.exists());
 }
+
+/// `load --dtype f16` of the Gemma model, measured from outside with `/usr/bin/time -v`, keeps
+/// peak RSS below the resident bytes + the file size + the staging budget, from the memory map and
+/// with plain reads. (On a software adapter the "GPU" buffers live in host memory too, which is
+/// why the resident bytes are part of the bound.)
+#[test]
+fn load_peak_rss_is_bounded() {
+    const TEST: &str = "load_peak_rss_is_bounded";
+    let Some(model) = common::model_file(TEST, common::MODEL_FILES[1]) else {
+        return;
+    };
+    if !have("vulkan", TEST) {
+        return;
+    }
+    let time = std::path::Path::new("/usr/bin/time");
+    if !time.exists() {
+        common::missing(TEST, "/usr/bin/time is missing (Debian package `time`)");
+        return;
+    }
+    let file_size = std::fs::metadata(&model).unwrap().len();
+    for source in ["mmap", "read"] {
+        let o = Command::new(time)
+            .arg("-v")
+            .arg(env!("CARGO_BIN_EXE_gguf-dequant"))
+            .args([
+                "load",
+                model.to_str().unwrap(),
+                "--dtype",
+                "f16",
+                "--backend",
+                "vulkan",
+            ])
+            .args(["--source", source, "--json"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{source}: {}", text(&o.stderr));
+        let report: Json = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(report["tensors"], 236);
+        assert_eq!(report["dtype"], "f16");
+        let err = text(&o.stderr);
+        let kib: u64 = err
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix("Maximum resident set size (kbytes): ")
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no RSS in: {err}"));
+        let peak = kib * 1024;
+        let resident = report["bytes_resident"].as_u64().unwrap();
+        let staging = report["staging_bytes"].as_u64().unwrap();
+        let bound = resident + file_size + staging;
+        eprintln!("[{TEST}] {source}: peak RSS {peak} bytes, bound {bound} (resident {resident} + file {file_size} + staging {staging})");
+        assert!(peak < bound, "{source}: peak RSS {peak} >= {bound}");
+    }
+}

@@ -463,6 +463,8 @@ const CLI_COMMANDS: &[&[&str]] = &[
         "cpu",
     ],
     &["verify", "{file}"],
+    &["load", "{file}"],
+    &["load", "{file}", "--source", "read", "--dtype", "raw"],
     &["convert", "{file}", "{out}.safetensors"],
 ];
 

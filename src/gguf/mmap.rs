@@ -58,4 +58,26 @@ impl Map {
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.0
     }
+
+    /// Drops the pages behind `offset..offset + len` from this process's resident set (Linux
+    /// `MADV_DONTNEED`; nothing elsewhere). The bytes stay readable: touching them again reads them
+    /// back from the file. Out-of-range requests are clamped; failures are ignored (it is advice).
+    #[allow(unsafe_code)]
+    pub(crate) fn release(&self, offset: usize, len: usize) {
+        let offset = offset.min(self.0.len());
+        let len = len.min(self.0.len() - offset);
+        #[cfg(target_os = "linux")]
+        if len > 0 {
+            // SAFETY: `MADV_DONTNEED` on a read-only, file-backed mapping discards this process's
+            // copies of the pages; the next access faults them in again from the file, so every
+            // outstanding `&[u8]` into the map keeps reading the file's bytes. The only way those
+            // bytes could differ from before is the concurrent-writer case that the contract of
+            // `Map::of` above already covers (no private page of ours is ever written, so nothing
+            // is lost by discarding it).
+            let _ = unsafe {
+                self.0
+                    .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
+            };
+        }
+    }
 }

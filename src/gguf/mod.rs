@@ -250,4 +250,13 @@ impl GgufFile {
     pub fn bytes(&self) -> &[u8] {
         self.map.bytes()
     }
+
+    /// Tells the OS that bytes `offset..offset + len` of the file will not be read again soon, so
+    /// that their pages leave this process's resident set (Linux; nothing elsewhere). Streaming
+    /// readers call it behind themselves to keep host memory bounded by their own buffers rather
+    /// than by the file size. Reading the bytes again stays valid: they come back from the file.
+    pub fn release(&self, offset: u64, len: u64) {
+        let clamp = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+        self.map.release(clamp(offset), clamp(len));
+    }
 }

@@ -39,8 +39,8 @@
 //! * **Dequantisation** runs on the GPU with the engine's shaders: the raw blocks of a slot are
 //!   copied into a GPU scratch slot (storage usage) and decoded from there straight into the
 //!   tensor's buffer, bound in windows of at most the engine's binding size. Formats without a
-//!   shader (the k-quants and i-quants, for now) are decoded by the CPU codecs on the reader
-//!   thread into the slot instead ([`LoadOptions::cpu_fallback`]), so every format loads and the
+//!   shader (F64 and the integer types) are decoded by the CPU codecs on the reader thread into
+//!   the slot instead ([`LoadOptions::cpu_fallback`]), so every format loads and the
 //!   results are bit-exact either way.
 //! * **Sources.** [`Source::Mmap`] copies from the file's memory map; [`Source::DirectRead`]
 //!   reads the file with plain `read` calls into a slot-sized buffer (useful when the page cache

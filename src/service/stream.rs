@@ -324,6 +324,11 @@ impl Reader<'_> {
             if end > so + data {
                 view.slice(so + data..end).fill(0);
             }
+            if matches!(self.source, Source::Mmap) {
+                // Copied: let the mapped pages go, so host memory stays bounded by the staging
+                // ring rather than growing to the file size.
+                self.file.release(seg.file_offset, seg.raw_len);
+            }
         }
         Ok(())
     }

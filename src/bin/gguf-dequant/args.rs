@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use gguf_dequant::gpu;
+use gguf_dequant::service::{Residency, Source};
 use gguf_dequant::DType;
 
 /// Inspect, verify, convert and dequantise GGUF model files, on the GPU or the CPU.
@@ -37,6 +38,32 @@ pub enum Command {
     Inspect {
         /// The GGUF file.
         file: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the whole file (or a selection) GPU-resident, raw or dequantised, and report the speed.
+    Load {
+        /// The GGUF file.
+        file: PathBuf,
+        /// Residency: `raw` quantised blocks, or dequantised to f32, f16 or bf16.
+        #[arg(long, default_value = "f16", value_parser = parse_residency)]
+        dtype: Residency,
+        /// GPU backend.
+        #[arg(long, value_enum, default_value_t = GpuBackend::Auto)]
+        backend: GpuBackend,
+        /// Only these tensors (repeatable).
+        #[arg(long = "tensor", value_name = "NAME")]
+        tensors: Vec<String>,
+        /// Only tensors whose names match these globs (repeatable), e.g. `blk.0.*`.
+        #[arg(long = "glob", value_name = "PATTERN", conflicts_with = "tensors")]
+        globs: Vec<String>,
+        /// Read the file through its memory map (`mmap`) or with plain reads (`read`).
+        #[arg(long, default_value = "mmap", value_parser = parse_source)]
+        source: Source,
+        /// Host staging budget in MiB.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+        staging_mib: u64,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
@@ -162,5 +189,17 @@ impl GpuBackend {
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
+    s.parse()
+}
+
+fn parse_residency(s: &str) -> Result<Residency, String> {
+    if s.eq_ignore_ascii_case("raw") {
+        Ok(Residency::Raw)
+    } else {
+        Ok(Residency::Dequantised(s.parse()?))
+    }
+}
+
+fn parse_source(s: &str) -> Result<Source, String> {
     s.parse()
 }

@@ -8,6 +8,7 @@ use anyhow::{bail, Result};
 use gguf_dequant::dequant::{self, Decoder, DequantSummary};
 use gguf_dequant::gpu::{self, GpuEngine, GpuError};
 use gguf_dequant::output::OutputFormat;
+use gguf_dequant::service::{self, LoadOptions, Residency, Selection, Source, WeightLoader};
 use gguf_dequant::{inspect, selftest, verify, DType, Error, Format, GgufFile};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
@@ -466,4 +467,82 @@ pub fn convert(
         quiet,
     }
     .run()
+}
+
+/// `load`'s arguments.
+pub struct Load<'a> {
+    /// The GGUF file.
+    pub file: &'a Path,
+    /// Raw or dequantised.
+    pub residency: Residency,
+    /// GPU backend.
+    pub backend: GpuBackend,
+    /// Tensor names (all when both lists are empty).
+    pub tensors: Vec<String>,
+    /// Name globs.
+    pub globs: Vec<String>,
+    /// Memory map or plain reads.
+    pub source: Source,
+    /// Host staging budget.
+    pub staging_bytes: u64,
+    /// Print JSON.
+    pub json: bool,
+}
+
+/// `load`: the selected tensors made GPU-resident; a report of speed and memory.
+pub fn load(args: Load<'_>) -> Result<()> {
+    let file = GgufFile::open(args.file)?;
+    let selection = if !args.tensors.is_empty() {
+        Selection::Names(args.tensors)
+    } else if !args.globs.is_empty() {
+        Selection::Glob(args.globs)
+    } else {
+        Selection::All
+    };
+    let engine = std::sync::Arc::new(engine(args.backend)?);
+    let options = LoadOptions {
+        staging_bytes: args.staging_bytes,
+        source: args.source,
+        ..LoadOptions::default()
+    };
+    let loader = WeightLoader::with_engine(engine.clone(), options);
+    let model = loader.load(&file, &selection, args.residency)?;
+    let r = model.report();
+    let dtype = match args.residency {
+        Residency::Raw => "raw",
+        Residency::Dequantised(d) => d.name(),
+    };
+    let peak_rss = service::peak_rss_bytes();
+    if args.json {
+        let (backend, adapter) = backend_json(Some(&engine));
+        return print_json(&json!({
+            "file": args.file, "backend": backend, "adapter": adapter, "dtype": dtype,
+            "tensors": r.tensors, "bytes_read": r.bytes_read, "bytes_resident": r.bytes_resident,
+            "seconds": r.seconds, "gb_per_s": r.gb_per_s(), "peak_rss_bytes": peak_rss,
+            "source": r.source.name(), "staging_bytes": r.staging_bytes,
+        }));
+    }
+    let mut out = stdout();
+    writeln!(out, "adapter:        {}", describe(&engine))?;
+    writeln!(out, "tensors:        {} resident as {dtype}", r.tensors)?;
+    writeln!(
+        out,
+        "bytes read:     {} ({}, {} bytes of staging)",
+        r.bytes_read,
+        r.source.name(),
+        r.staging_bytes
+    )?;
+    writeln!(out, "bytes resident: {}", r.bytes_resident)?;
+    writeln!(out, "seconds:        {:.3}", r.seconds)?;
+    writeln!(out, "speed:          {:.2} GB/s read", r.gb_per_s())?;
+    match peak_rss {
+        Some(b) => writeln!(
+            out,
+            "peak host RSS:  {b} bytes ({:.0} MiB)",
+            b as f64 / 1048576.0
+        )?,
+        None => writeln!(out, "peak host RSS:  unknown on this system")?,
+    }
+    out.flush()?;
+    Ok(())
 }

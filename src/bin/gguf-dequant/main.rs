@@ -16,6 +16,25 @@ fn main() -> ExitCode {
         Command::Selftest { backend, json } => commands::selftest(backend, json),
         Command::Adapters { json } => commands::adapters(json),
         Command::Inspect { file, json } => commands::inspect(&file, json),
+        Command::Load {
+            file,
+            dtype,
+            backend,
+            tensors,
+            globs,
+            source,
+            staging_mib,
+            json,
+        } => commands::load(commands::Load {
+            file: &file,
+            residency: dtype,
+            backend,
+            tensors,
+            globs,
+            source,
+            staging_bytes: staging_mib << 20,
+            json,
+        }),
         Command::Verify {
             file,
             backend,
@@ -52,7 +71,13 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            let _ = writeln!(io::stderr(), "error: {e}");
+            let hint = e
+                .downcast_ref::<gguf_dequant::Error>()
+                .and_then(|e| e.hint());
+            let _ = match hint {
+                Some(hint) => writeln!(io::stderr(), "error: {e} (hint: {hint})"),
+                None => writeln!(io::stderr(), "error: {e}"),
+            };
             ExitCode::FAILURE
         }
     }
