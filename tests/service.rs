@@ -31,6 +31,7 @@ fn write_model(path: &Path) {
         ("blk.1.attn_q.weight", Format::F16, 20_002),
         ("blk.1.ffn_down.weight", Format::Q4_K, 33),
         ("output_norm.weight", Format::F32, 7),
+        ("token_types", Format::I32, 101),
     ];
     let data: Vec<(String, Format, usize, Vec<u8>)> = tensors
         .into_iter()
@@ -227,7 +228,7 @@ fn selections(backend: Backend, test: &str) {
         .unwrap_err();
     assert!(matches!(e, Error::Selection { .. }), "{e}");
     assert!(e.hint().is_some());
-    // No CPU fallback: the Q4_K tensor is a typed error, and nothing stays.
+    // No CPU fallback: the I32 tensor (no shader) is a typed error, and nothing stays.
     let opts = LoadOptions {
         cpu_fallback: false,
         ..LoadOptions::default()
@@ -244,7 +245,7 @@ fn selections(backend: Backend, test: &str) {
         matches!(
             e,
             Error::Gpu(GpuError::Unsupported {
-                format: Format::Q4_K,
+                format: Format::I32,
                 ..
             })
         ),
