@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod bench;
 pub mod cpu;
 pub mod dequant;
 pub mod dtype;

@@ -35,6 +35,7 @@ mod error;
 pub mod pipelines;
 mod readback;
 pub mod shaders;
+pub mod timing;
 pub mod upload;
 
 use std::fmt;
