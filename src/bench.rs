@@ -299,7 +299,7 @@ pub fn run(
             let src = random_blocks(format, n_blocks as usize, 1);
             for &dtype in &config.dtypes {
                 step(format!("{format} {dtype} on {label}"));
-                let gpu = time_gpu(adapter, format, dtype, &src, n_blocks, config.warmup, runs)?;
+                let gpu = time_gpu(adapter, format, dtype, &src, config.warmup, runs)?;
                 let (cpu_1t, cpu_mt) = cpu_of(format, dtype);
                 results.push(BenchResult {
                     adapter: Some(index),
@@ -406,76 +406,152 @@ fn buffer_with(
     Ok(buffer)
 }
 
+/// One dequantisation, GPU-resident: the raw blocks uploaded once, the output buffer allocated
+/// once, each [`GpuCase::run`] one timed [`GpuEngine::record`] of the whole tensor.
+pub struct GpuCase<'a> {
+    adapter: &'a BenchAdapter,
+    format: Format,
+    dtype: DType,
+    n_blocks: u64,
+    src: wgpu::Buffer,
+    dst: wgpu::Buffer,
+}
+
+impl<'a> GpuCase<'a> {
+    /// Uploads `blocks` (whole blocks of `format`) to `adapter` and compiles the pipeline.
+    pub fn new(
+        adapter: &'a BenchAdapter,
+        format: Format,
+        dtype: DType,
+        blocks: &[u8],
+    ) -> Result<GpuCase<'a>> {
+        let engine = &adapter.engine;
+        engine.prepare(format, dtype)?;
+        let n_blocks = cpu::n_values(format, blocks.len())? as u64 / format.block_elems() as u64;
+        let (src_len, dst_len) = upload::padded(format, n_blocks, dtype.size() as u64);
+        let storage = wgpu::BufferUsages::STORAGE;
+        Ok(GpuCase {
+            adapter,
+            format,
+            dtype,
+            n_blocks,
+            src: buffer_with(engine, "bench source", blocks, src_len, storage)?,
+            dst: buffer_with(engine, "bench output", &[], dst_len, storage)?,
+        })
+    }
+
+    /// Quantised bytes read plus output bytes written by one run.
+    pub fn traffic(&self) -> u64 {
+        self.n_blocks
+            * (self.format.block_bytes() + self.format.block_elems() * self.dtype.size()) as u64
+    }
+
+    /// One timed dequantisation: seconds, and how they were measured.
+    pub fn run(&self) -> Result<(f64, Timing)> {
+        let engine = &self.adapter.engine;
+        let job = DequantJob {
+            format: self.format,
+            dtype: self.dtype,
+            src: &self.src,
+            src_offset: 0,
+            n_blocks: self.n_blocks,
+            dst: &self.dst,
+            dst_offset: 0,
+        };
+        self.adapter
+            .timer
+            .time(engine, |encoder| engine.record(encoder, &job))
+    }
+}
+
+/// A `copy_buffer_to_buffer` of `bytes` bytes between two buffers of one adapter.
+pub struct CopyCase<'a> {
+    adapter: &'a BenchAdapter,
+    bytes: u64,
+    src: wgpu::Buffer,
+    dst: wgpu::Buffer,
+}
+
+impl<'a> CopyCase<'a> {
+    /// Buffers for a copy of `bytes` (rounded up to 4) bytes; the source starts with `fill`, then
+    /// zeros.
+    pub fn new(adapter: &'a BenchAdapter, bytes: u64, fill: &[u8]) -> Result<CopyCase<'a>> {
+        let bytes = bytes.max(4).div_ceil(4) * 4;
+        let engine = &adapter.engine;
+        let fill = &fill[..fill.len().min(bytes as usize)];
+        Ok(CopyCase {
+            adapter,
+            bytes,
+            src: buffer_with(
+                engine,
+                "bench copy source",
+                fill,
+                bytes,
+                wgpu::BufferUsages::COPY_SRC,
+            )?,
+            dst: buffer_with(
+                engine,
+                "bench copy destination",
+                &[],
+                bytes,
+                wgpu::BufferUsages::COPY_DST,
+            )?,
+        })
+    }
+
+    /// Bytes copied (read, and again written).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// One timed copy.
+    pub fn run(&self) -> Result<(f64, Timing)> {
+        self.adapter.timer.time(&self.adapter.engine, |encoder| {
+            encoder.copy_buffer_to_buffer(&self.src, 0, &self.dst, 0, self.bytes);
+            Ok(())
+        })
+    }
+}
+
+/// Median seconds of `runs` runs of `f` after `warmup` untimed ones, and how they were timed.
+fn median_of(
+    warmup: usize,
+    runs: usize,
+    mut f: impl FnMut() -> Result<(f64, Timing)>,
+) -> Result<(f64, Timing)> {
+    let mut times = Vec::with_capacity(runs);
+    let mut how = Timing::Wall;
+    for i in 0..warmup + runs {
+        let (t, h) = f()?;
+        how = h;
+        if i >= warmup {
+            times.push(t);
+        }
+    }
+    Ok((median(times), how))
+}
+
 /// GPU time of `format` → `dtype` on `adapter`, and of the matching copy.
 fn time_gpu(
     adapter: &BenchAdapter,
     format: Format,
     dtype: DType,
     src: &[u8],
-    n_blocks: u64,
     warmup: usize,
     runs: usize,
 ) -> Result<GpuFigures> {
-    let engine = &adapter.engine;
-    engine.prepare(format, dtype)?;
-    let (src_len, dst_len) = upload::padded(format, n_blocks, dtype.size() as u64);
-    let storage = wgpu::BufferUsages::STORAGE;
-    let src_buf = buffer_with(engine, "bench source", src, src_len, storage)?;
-    let dst_buf = buffer_with(engine, "bench output", &[], dst_len, storage)?;
-    let job = DequantJob {
-        format,
-        dtype,
-        src: &src_buf,
-        src_offset: 0,
-        n_blocks,
-        dst: &dst_buf,
-        dst_offset: 0,
+    let (seconds, timing) = {
+        let case = GpuCase::new(adapter, format, dtype, src)?;
+        median_of(warmup, runs, || case.run())?
     };
-    let mut times = Vec::with_capacity(runs);
-    let mut how = Timing::Wall;
-    for i in 0..warmup + runs {
-        let (t, h) = adapter
-            .timer
-            .time(engine, |encoder| engine.record(encoder, &job))?;
-        how = h;
-        if i >= warmup {
-            times.push(t);
-        }
-    }
-    let seconds = median(times);
-    drop((src_buf, dst_buf));
-
-    let bytes_out = n_blocks * format.block_elems() as u64 * dtype.size() as u64;
-    let copy_bytes = (src.len() as u64 + bytes_out).div_ceil(2).div_ceil(4) * 4;
-    let copy_src = buffer_with(
-        engine,
-        "bench copy source",
-        &src[..src.len().min(copy_bytes as usize)],
-        copy_bytes,
-        wgpu::BufferUsages::COPY_SRC,
-    )?;
-    let copy_dst = buffer_with(
-        engine,
-        "bench copy destination",
-        &[],
-        copy_bytes,
-        wgpu::BufferUsages::COPY_DST,
-    )?;
-    let mut times = Vec::with_capacity(runs);
-    for i in 0..warmup + runs {
-        let (t, _) = adapter.timer.time(engine, |encoder| {
-            encoder.copy_buffer_to_buffer(&copy_src, 0, &copy_dst, 0, copy_bytes);
-            Ok(())
-        })?;
-        if i >= warmup {
-            times.push(t);
-        }
-    }
+    let bytes_out = cpu::n_values(format, src.len())? as u64 * dtype.size() as u64;
+    let copy = CopyCase::new(adapter, (src.len() as u64 + bytes_out).div_ceil(2), src)?;
+    let (copy_seconds, _) = median_of(warmup, runs, || copy.run())?;
     Ok(GpuFigures {
         seconds,
-        copy_bytes,
-        copy_seconds: median(times),
-        timing: how,
+        copy_bytes: copy.bytes(),
+        copy_seconds,
+        timing,
     })
 }
 
