@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod bench;
 pub mod cpu;
 pub mod dequant;
 pub mod dtype;

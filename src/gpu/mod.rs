@@ -36,6 +36,7 @@ pub mod pipelines;
 pub(crate) mod readback;
 pub mod shaders;
 pub mod tables;
+pub mod timing;
 pub mod upload;
 
 use std::fmt;

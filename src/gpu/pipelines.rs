@@ -104,7 +104,14 @@ impl Pipelines {
                     layout: Some(&self.layout),
                     module: &module,
                     entry_point: Some("main"),
-                    compilation_options: wgpu::PipelineCompilationOptions::default(),
+                    // Every shader writes each word of its workgroup `tile` before the barrier
+                    // and reads it only after, so wgpu's zeroing of workgroup memory is dead
+                    // work; on GL (llvmpipe) it is one invocation storing the whole tile and cost
+                    // up to 10x on the one-value formats (`gguf-dequant bench`).
+                    compilation_options: wgpu::PipelineCompilationOptions {
+                        zero_initialize_workgroup_memory: false,
+                        ..Default::default()
+                    },
                     cache: None,
                 })
             },

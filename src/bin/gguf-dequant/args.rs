@@ -116,6 +116,77 @@ pub enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Benchmark GPU dequantisation per adapter, format and dtype against a buffer copy of the
+    /// same traffic and the CPU codecs.
+    Bench(BenchArgs),
+}
+
+/// `bench` options.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Formats (ggml names, comma-separated), or `all` = every format with a GPU shader. A named
+    /// format without a shader gets CPU figures only.
+    #[arg(long, default_value = "all", value_name = "LIST|all")]
+    pub types: String,
+    /// Output dtypes: f32, f16, bf16, `both` (f32 and f16) or `all`.
+    #[arg(long, default_value = "both", value_name = "f32|f16|bf16|both|all")]
+    pub dtype: String,
+    /// MiB of f32 output per format (fractions allowed, e.g. 0.25): the value count every format
+    /// and dtype decodes.
+    #[arg(long, default_value_t = 16.0, value_name = "N")]
+    pub mib: f64,
+    /// Adapters: the best one (`auto`), every one wgpu finds (`all`), or the best of one backend.
+    #[arg(long, value_enum, default_value_t = BenchBackend::Auto)]
+    pub backend: BenchBackend,
+    /// Timed runs per measurement (median reported; at least 5).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(5..))]
+    pub runs: u32,
+    /// Skip the CPU codecs.
+    #[arg(long)]
+    pub no_cpu: bool,
+    /// Time with the wall clock around submit-and-wait even where timestamp queries exist.
+    #[arg(long)]
+    pub wall: bool,
+    /// Write the JSON report to PATH (`-`: stdout, instead of the table).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Draw GB/s per format and adapter, with the copy bandwidth, into an SVG file.
+    #[arg(long, value_name = "PATH")]
+    pub svg: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Adapters `bench` runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BenchBackend {
+    /// The best GPU adapter, or the one GGUF_DEQUANT_BACKEND names.
+    Auto,
+    /// Every compute adapter of every backend.
+    All,
+    /// Vulkan (lavapipe counts).
+    Vulkan,
+    /// OpenGL / GLES through EGL (llvmpipe counts).
+    Gl,
+    /// Metal.
+    Metal,
+    /// Direct3D 12.
+    Dx12,
+}
+
+impl BenchBackend {
+    /// The library backend, and whether every adapter of it is wanted.
+    pub fn gpu(self) -> (gpu::Backend, bool) {
+        match self {
+            BenchBackend::Auto => (gpu::Backend::Auto, false),
+            BenchBackend::All => (gpu::Backend::Auto, true),
+            BenchBackend::Vulkan => (gpu::Backend::Vulkan, false),
+            BenchBackend::Gl => (gpu::Backend::Gl, false),
+            BenchBackend::Metal => (gpu::Backend::Metal, false),
+            BenchBackend::Dx12 => (gpu::Backend::Dx12, false),
+        }
+    }
 }
 
 /// `--json` and `--quiet` for long commands.

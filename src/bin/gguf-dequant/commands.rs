@@ -546,3 +546,95 @@ pub fn load(args: Load<'_>) -> Result<()> {
     out.flush()?;
     Ok(())
 }
+
+/// `bench`: GPU dequantisation throughput per adapter × format × dtype, next to a buffer copy of
+/// the same traffic and the CPU codecs. The table goes to stdout (or the JSON with `--json -`),
+/// progress to stderr when it is a terminal.
+pub fn bench(args: &crate::args::BenchArgs) -> Result<()> {
+    use gguf_dequant::bench::{self, BenchAdapter, BenchConfig};
+
+    let formats = if args.types.trim().eq_ignore_ascii_case("all") {
+        bench::gpu_formats()
+    } else {
+        let mut formats = Vec::new();
+        for name in args
+            .types
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            match Format::from_name(name) {
+                Some(f) if !formats.contains(&f) => formats.push(f),
+                Some(_) => {}
+                None => bail!("--types: unknown ggml type `{name}`"),
+            }
+        }
+        if formats.is_empty() {
+            bail!("--types: no type given");
+        }
+        formats
+    };
+    let dtypes = match args.dtype.trim().to_ascii_lowercase().as_str() {
+        "both" => vec![DType::F32, DType::F16],
+        "all" => DType::ALL.to_vec(),
+        one => vec![one.parse::<DType>().map_err(anyhow::Error::msg)?],
+    };
+    if !(args.mib > 0.0 && args.mib.is_finite()) {
+        bail!("--mib must be a positive number of MiB");
+    }
+    let json_stdout = args.json.as_deref() == Some(Path::new("-"));
+    let (backend, all) = args.backend.gpu();
+    let gpu_wanted = formats.iter().any(|&f| GpuEngine::supports(f));
+    let adapters = if gpu_wanted {
+        match BenchAdapter::open(backend, all, args.wall) {
+            Ok(a) => a,
+            Err(Error::Gpu(e @ GpuError::NoAdapter { .. })) => bail!("{e}; {ADAPTER_HINT}"),
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        Vec::new()
+    };
+    let mut config = BenchConfig::new(formats, dtypes, args.mib);
+    config.runs = args.runs as usize;
+    config.cpu = !args.no_cpu;
+
+    let hidden = args.quiet || json_stdout || !io::stderr().is_terminal();
+    let bar = if hidden {
+        ProgressBar::hidden()
+    } else {
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    };
+    let report = bench::run(&config, &adapters, &|s| {
+        bar.set_length(s.total);
+        bar.set_position(s.done);
+        bar.set_message(s.what.to_string());
+    })?;
+    bar.finish_and_clear();
+
+    if let Some(path) = &args.svg {
+        report.write_svg(path)?;
+    }
+    let value = report.to_json();
+    match &args.json {
+        Some(_) if json_stdout => return print_json(&value),
+        Some(path) => {
+            let text = serde_json::to_string_pretty(&value)?;
+            std::fs::write(path, text + "\n")
+                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        }
+        None => {}
+    }
+    let mut out = stdout();
+    report.write_table(&mut out)?;
+    if let Some(path) = &args.svg {
+        writeln!(out, "chart: {}", path.display())?;
+    }
+    out.flush()?;
+    Ok(())
+}

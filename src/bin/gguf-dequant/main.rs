@@ -66,6 +66,7 @@ fn main() -> ExitCode {
             quiet,
         }
         .run(),
+        Command::Bench(args) => commands::bench(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
