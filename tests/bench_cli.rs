@@ -152,7 +152,7 @@ fn bench_svg_and_json_to_stdout() {
             "--mib",
             "0.0625",
             "--types",
-            "q4_0,Q8_0,f16,Q4_K",
+            "q4_0,Q8_0,f16,I32",
             "--dtype",
             "f16",
             "--runs",
@@ -166,11 +166,11 @@ fn bench_svg_and_json_to_stdout() {
         let json: Json = serde_json::from_slice(&o.stdout).unwrap();
         let results = json["results"].as_array().unwrap();
         assert_eq!(results.len(), 4, "{json}");
-        // Q4_K has no shader: CPU figures only.
-        let k = results.iter().find(|r| r["type"] == "Q4_K").unwrap();
+        // I32 has no shader: CPU figures only.
+        let k = results.iter().find(|r| r["type"] == "I32").unwrap();
         assert!(k["adapter"].is_null() && k["gb_per_s"].is_null() && k["timing"].is_null());
         positive(k, "cpu_1t_gb_per_s", k);
-        for r in results.iter().filter(|r| r["type"] != "Q4_K") {
+        for r in results.iter().filter(|r| r["type"] != "I32") {
             positive(r, "gb_per_s", r);
             positive(r, "copy_gb_per_s", r);
         }
@@ -184,7 +184,7 @@ fn bench_svg_and_json_to_stdout() {
         for name in ["Q4_0", "Q8_0", "F16", "copy", "GB/s"] {
             assert!(s.contains(name), "{name} missing from the SVG");
         }
-        assert!(!s.contains("Q4_K"), "CPU-only formats are not drawn");
+        assert!(!s.contains("I32"), "CPU-only formats are not drawn");
     }
 }
 
@@ -207,7 +207,7 @@ fn bench_cpu_only_needs_no_adapter() {
     let o = run(&[
         "bench",
         "--types",
-        "Q4_K,Q6_K",
+        "I32,F64",
         "--dtype",
         "f32",
         "--mib",
