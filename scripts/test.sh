@@ -182,6 +182,8 @@ stage "cargo fmt"
 cargo fmt --all -- --check || FAILED+=("cargo fmt")
 stage "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings || FAILED+=("cargo clippy")
+stage "cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --quiet || FAILED+=("cargo doc")
 stage "cargo test"
 echo "    GGUF_DEQUANT_MODELS=$GGUF_DEQUANT_MODELS GGUF_DEQUANT_ORACLE=$GGUF_DEQUANT_ORACLE CI=$CI"
 cargo test --locked --no-fail-fast "$@" || FAILED+=("cargo test")

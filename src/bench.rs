@@ -26,7 +26,7 @@
 //!   thread (`cpu_1t_gb_per_s`) and rayon's pool on every core (`cpu_mt_gb_per_s`), with the same
 //!   traffic definition, median of the same number of runs. The CPU figures do not depend on the
 //!   adapter; they are measured once per format and dtype and repeated on each adapter's row.
-//! * **Formats without a shader** (the k-quants, i-quants, F64, integer types) have no GPU row:
+//! * **Formats without a shader** (F64 and the integer types) have no GPU row:
 //!   they appear once with `adapter: null`, the GPU fields `null` and the CPU figures, when a
 //!   caller names them ([`BenchConfig::formats`]); "all" in the CLI means every format with a
 //!   shader.

@@ -87,7 +87,7 @@ impl OutputTensor {
     }
 }
 
-/// Decodes tensor `i` of the list given to [`write`] into little-endian bytes of the output dtype.
+/// Decodes tensor `i` of the list given to [`write()`] into little-endian bytes of the output dtype.
 pub type DecodeFn<'a> = dyn Fn(usize) -> Result<Vec<u8>> + Sync + 'a;
 
 /// Writes `tensors` to `path` in `format`, asking `decode` for each tensor's bytes one at a time (so

@@ -12,7 +12,7 @@ pub const BYTES: usize = 50;
 pub const D: usize = 0;
 /// `qs[32]`: low 8 bits of the 11-bit grid indices.
 pub const QS: usize = 2;
-/// `qh`: u16[8] LE per sub-block: four 3-bit index extensions, 3-bit scale, delta sign (bit 15).
+/// `qh`: `u16[8]` LE per sub-block: four 3-bit index extensions, 3-bit scale, delta sign (bit 15).
 pub const QH: usize = 34;
 /// Block layout.
 pub const FIELDS: &[Field] = &[

@@ -10,7 +10,7 @@ pub const ELEMS: usize = 256;
 pub const BYTES: usize = 74;
 /// `d`: f16 super-scale.
 pub const D: usize = 0;
-/// `qs`: u16[32] LE, one per 8-element group: 9-bit grid index, 7-bit sign index.
+/// `qs`: `u16[32]` LE, one per 8-element group: 9-bit grid index, 7-bit sign index.
 pub const QS: usize = 2;
 /// `scales[8]`: two 4-bit scales per 32-element sub-block (groups 0,1 low; 2,3 high).
 pub const SCALES: usize = 66;

@@ -10,7 +10,7 @@ pub const ELEMS: usize = 256;
 pub const BYTES: usize = 66;
 /// `d`: f16 super-scale.
 pub const D: usize = 0;
-/// `qs` (declared u16[32]): per 32-element sub-block, 8 bytes = four 8-bit grid indices, then a
+/// `qs` (declared `u16[32]`): per 32-element sub-block, 8 bytes = four 8-bit grid indices, then a
 /// u32 LE holding four 7-bit sign indices (bits 0..28) and a 4-bit scale (bits 28..32).
 pub const QS: usize = 2;
 /// Bytes of `qs` per sub-block.

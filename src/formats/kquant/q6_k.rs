@@ -11,7 +11,7 @@ pub const BYTES: usize = 210;
 pub const QL: usize = 0;
 /// `qh[64]`: high 2 bits of each code.
 pub const QH: usize = 128;
-/// `scales`: int8[16], one signed scale per 16 elements.
+/// `scales`: `int8[16]`, one signed scale per 16 elements.
 pub const SCALES: usize = 192;
 /// `d`: f16 super-scale.
 pub const D: usize = 208;

@@ -14,7 +14,7 @@ pub const BYTES: usize = 292;
 pub const D: usize = 0;
 /// `qs[256]`: int8 codes, one per element.
 pub const QS: usize = 4;
-/// `bsums`: int16[16], the sum of each group of 16 `qs` (ignored).
+/// `bsums`: `int16[16]`, the sum of each group of 16 `qs` (ignored).
 pub const BSUMS: usize = 260;
 /// Block layout.
 pub const FIELDS: &[Field] = &[
