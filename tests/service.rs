@@ -695,3 +695,38 @@ fn real_model_resident_equals_cpu() {
         }
     }
 }
+
+#[test]
+fn progress_adds_up_to_bytes_read() {
+    let (_dir, file) = small_file();
+    let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (s, c) = (seen.clone(), calls.clone());
+    let options = LoadOptions {
+        staging_bytes: 1 << 20,
+        progress: Some(gguf_dequant::service::Progress::new(move |n| {
+            s.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })),
+        ..LoadOptions::default()
+    };
+    let Some(loader) = loader(
+        Backend::Vulkan,
+        "progress_adds_up_to_bytes_read",
+        EngineOptions::default(),
+        options,
+    ) else {
+        return;
+    };
+    let model = loader
+        .load(&file, &Selection::All, Residency::Dequantised(DType::F16))
+        .unwrap();
+    assert_eq!(
+        seen.load(std::sync::atomic::Ordering::Relaxed),
+        model.report().bytes_read
+    );
+    assert!(
+        calls.load(std::sync::atomic::Ordering::Relaxed) >= 2,
+        "one call per chunk"
+    );
+}

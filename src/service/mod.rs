@@ -241,6 +241,30 @@ pub struct LoadOptions {
     pub gpu_budget_bytes: Option<u64>,
     /// How long to wait for one submission (default 60 s).
     pub timeout: Duration,
+    /// Called with the bytes of file data in each staging chunk once it is submitted (e.g. to
+    /// drive a progress bar); the calls of one load add up to its `bytes_read`. Default: none.
+    pub progress: Option<Progress>,
+}
+
+/// A progress callback for [`LoadOptions::progress`]: `Progress::new(move |bytes| bar.inc(bytes))`.
+#[derive(Clone)]
+pub struct Progress(Arc<dyn Fn(u64) + Send + Sync>);
+
+impl Progress {
+    /// Wraps `f`, called with the bytes of each submitted chunk.
+    pub fn new(f: impl Fn(u64) + Send + Sync + 'static) -> Progress {
+        Progress(Arc::new(f))
+    }
+
+    fn report(&self, bytes: u64) {
+        (self.0)(bytes)
+    }
+}
+
+impl fmt::Debug for Progress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Progress(..)")
+    }
 }
 
 impl Default for LoadOptions {
@@ -253,6 +277,7 @@ impl Default for LoadOptions {
             max_buffer_bytes: None,
             gpu_budget_bytes: None,
             timeout: Duration::from_secs(60),
+            progress: None,
         }
     }
 }
@@ -792,6 +817,7 @@ impl WeightLoader {
             scratch: &scratch,
             direct,
             timeout: options.timeout,
+            progress: options.progress.as_ref(),
         }
         .run()?;
         drop((staging, scratch));

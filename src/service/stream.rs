@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::plan::{Chunk, Path, Plan};
-use super::Source;
+use super::{Progress, Source};
 use crate::gpu::{scoped, DequantJob, GpuEngine, GpuError};
 use crate::{Error, GgufFile, Result};
 
@@ -37,6 +37,7 @@ pub(crate) struct Stream<'a> {
     /// An open handle for [`Source::DirectRead`].
     pub direct: Option<File>,
     pub timeout: Duration,
+    pub progress: Option<&'a Progress>,
 }
 
 impl Stream<'_> {
@@ -52,6 +53,7 @@ impl Stream<'_> {
             scratch,
             direct,
             timeout,
+            progress,
         } = self;
         if plan.chunks.is_empty() {
             return Ok(());
@@ -76,7 +78,7 @@ impl Stream<'_> {
             let cancel_ref = &cancel;
             s.spawn(move || reader.run(free_rx, filled_tx, cancel_ref));
             let out = submit_all(
-                engine, plan, buffers, staging, scratch, &filled_rx, &free_tx, timeout,
+                engine, plan, buffers, staging, scratch, &filled_rx, &free_tx, timeout, progress,
             );
             if out.is_err() {
                 cancel.store(true, Ordering::Relaxed);
@@ -111,6 +113,7 @@ fn submit_all(
     filled_rx: &Receiver<Result<usize>>,
     free_tx: &Sender<Freed>,
     timeout: Duration,
+    progress: Option<&Progress>,
 ) -> Result<()> {
     let device = engine.device();
     let mut in_flight: VecDeque<wgpu::SubmissionIndex> = VecDeque::new();
@@ -148,6 +151,9 @@ fn submit_all(
         };
         let index = submit_chunk(engine, plan, chunk, buffers, staging, scratch, slot)?;
         in_flight.push_back(index);
+        if let Some(p) = progress {
+            p.report(chunk.segments.iter().map(|s| s.raw_len).sum());
+        }
         let tx = free_tx.clone();
         staging[slot].map_async(wgpu::MapMode::Write, .., move |r| {
             let _ = tx.send((slot, r.map_err(|e| e.to_string())));

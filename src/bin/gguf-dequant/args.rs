@@ -64,9 +64,8 @@ pub enum Command {
         /// Host staging budget in MiB.
         #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
         staging_mib: u64,
-        /// Print one JSON object instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        report: Report,
     },
     /// Dequantise every tensor on the GPU and compare it bit-for-bit with the CPU codecs.
     Verify {

@@ -8,7 +8,9 @@ use anyhow::{bail, Result};
 use gguf_dequant::dequant::{self, Decoder, DequantSummary};
 use gguf_dequant::gpu::{self, GpuEngine, GpuError};
 use gguf_dequant::output::OutputFormat;
-use gguf_dequant::service::{self, LoadOptions, Residency, Selection, Source, WeightLoader};
+use gguf_dequant::service::{
+    self, LoadOptions, Progress, Residency, Selection, Source, WeightLoader,
+};
 use gguf_dequant::{inspect, selftest, verify, DType, Error, Format, GgufFile};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
@@ -487,6 +489,8 @@ pub struct Load<'a> {
     pub staging_bytes: u64,
     /// Print JSON.
     pub json: bool,
+    /// No progress bar.
+    pub quiet: bool,
 }
 
 /// `load`: the selected tensors made GPU-resident; a report of speed and memory.
@@ -499,14 +503,19 @@ pub fn load(args: Load<'_>) -> Result<()> {
     } else {
         Selection::All
     };
+    let total = selection.resolve(&file)?.iter().map(|t| t.n_bytes).sum();
     let engine = std::sync::Arc::new(engine(args.backend)?);
+    let bar = progress_bar(total, args.json || args.quiet);
+    let tick = bar.clone();
     let options = LoadOptions {
         staging_bytes: args.staging_bytes,
         source: args.source,
+        progress: Some(Progress::new(move |n| tick.inc(n))),
         ..LoadOptions::default()
     };
     let loader = WeightLoader::with_engine(engine.clone(), options);
     let model = loader.load(&file, &selection, args.residency)?;
+    bar.finish_and_clear();
     let r = model.report();
     let dtype = match args.residency {
         Residency::Raw => "raw",

@@ -24,7 +24,7 @@ fn main() -> ExitCode {
             globs,
             source,
             staging_mib,
-            json,
+            report,
         } => commands::load(commands::Load {
             file: &file,
             residency: dtype,
@@ -33,7 +33,8 @@ fn main() -> ExitCode {
             globs,
             source,
             staging_bytes: staging_mib << 20,
-            json,
+            json: report.json,
+            quiet: report.quiet,
         }),
         Command::Verify {
             file,
