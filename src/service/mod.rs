@@ -1046,6 +1046,10 @@ impl WeightLoader {
 /// constants (`BLOCK_ELEMS`, `BLOCK_BYTES`, names prefixed with the format, `EXP_MASK_F32`,
 /// `MANT_MASK_F32`, the `KVALUES_*` tables). Offsets are u32: bind at most 4 GiB.
 ///
+/// The i-quants with grids (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) also declare
+/// `@group(0) @binding(3) var<storage, read> grids: array<u32>;`: bind a read-only storage buffer
+/// holding [`crate::gpu::tables::words`] there (or rename the binding in the source you compose).
+///
 /// ```
 /// use gguf_dequant::service::wgsl_decode_source;
 /// use gguf_dequant::Format;
@@ -1106,7 +1110,12 @@ mod tests {
             assert_eq!(src.is_some(), GpuEngine::supports(f), "{f}");
             if let Some(s) = src {
                 assert!(s.contains("fn dequant8") && !s.contains("@compute"), "{f}");
-                assert!(!s.contains("fn store8") && !s.contains("@binding"), "{f}");
+                assert!(!s.contains("fn store8"), "{f}");
+                // Only the i-quant grid table is bound, at binding 3, as documented.
+                let bindings = s.matches("@binding").count();
+                let grids =
+                    s.contains("@group(0) @binding(3) var<storage, read> grids: array<u32>;");
+                assert_eq!(bindings, usize::from(grids), "{f}");
             }
         }
     }
