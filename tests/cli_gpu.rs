@@ -3,42 +3,15 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use common::{have, run, text};
+
+use std::process::Command;
 
 use gguf_dequant::gpu::GpuEngine;
 use gguf_dequant::{Format, GgufFile};
 use serde_json::Value as Json;
 
 const BACKENDS: [&str; 2] = ["vulkan", "gl"];
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gguf-dequant"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Whether `backend` has an adapter; without one the test is skipped loudly (failed under CI).
-fn have(backend: &str, test: &str) -> bool {
-    let o = run(&["adapters", "--json"]);
-    let json: Json = serde_json::from_slice(&o.stdout).unwrap();
-    let found = json["adapters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|a| a["backend"] == backend && a["compute"] == true);
-    if !found {
-        common::missing(
-            test,
-            &format!("no {backend} adapter (install mesa-vulkan-drivers)"),
-        );
-    }
-    found
-}
 
 #[test]
 fn selftest_passes_on_both_software_adapters() {

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+use std::process::{Command, Output};
 
 /// The real models `scripts/test.sh` downloads into `$GGUF_DEQUANT_MODELS`.
 pub const MODEL_FILES: &[&str] = &[
@@ -68,4 +69,36 @@ pub fn model_file(test: &str, file: &str) -> Option<PathBuf> {
         missing(test, &format!("model {} does not exist", p.display()));
         None
     }
+}
+
+/// Runs the `gguf-dequant` binary with `args`.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gguf-dequant"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Lossy UTF-8 of a command's output.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Whether `adapters --json` lists a compute adapter of `backend` (`vulkan`, `gl`, ...); without
+/// one, [`missing`] (a loud skip, or a failure under CI).
+pub fn have(backend: &str, test: &str) -> bool {
+    let o = run(&["adapters", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let found = json["adapters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["backend"] == backend && a["compute"] == true);
+    if !found {
+        missing(
+            test,
+            &format!("no {backend} adapter (install mesa-vulkan-drivers)"),
+        );
+    }
+    found
 }
