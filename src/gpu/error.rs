@@ -79,6 +79,10 @@ pub enum GpuError {
         /// The smallest window that keeps offsets aligned, in blocks.
         step_blocks: u64,
     },
+    /// Device limits (or forced ones) that no window plan can satisfy: an offset alignment of 0,
+    /// or one so large that the step of aligned blocks does not fit in 64 bits.
+    #[error("unusable GPU limits: {0}")]
+    InvalidLimits(String),
     /// A caller-owned buffer or offset breaks a rule of [`super::GpuEngine::record`].
     #[error("invalid dequant job: {0}")]
     InvalidJob(String),

@@ -47,6 +47,7 @@ use wgpu::util::DeviceExt;
 
 pub use error::GpuError;
 pub use pipelines::{PipelineKey, Variant};
+pub use upload::{plan_windows, WindowPlan};
 
 use crate::{DType, Error, Format, Result};
 
@@ -443,7 +444,7 @@ impl GpuEngine {
             self.max_binding_size(),
             self.offset_alignment(),
         )?;
-        Ok(plan.windows(n_blocks).count() as u64)
+        Ok(plan.count(n_blocks))
     }
 
     /// Compiles (once) the pipeline that decodes `format` to `dtype`, so that later calls do not
