@@ -504,8 +504,9 @@ impl GpuEngine {
         }
         let out_size = dtype.size() as u64;
         let align = self.offset_alignment();
-        let (src_len, dst_len) = upload::padded(format, n_blocks, out_size);
         let invalid = |m: String| -> Error { GpuError::InvalidJob(m).into() };
+        let (src_len, dst_len) = upload::checked_padded(format, n_blocks, out_size)
+            .ok_or_else(|| invalid(format!("{n_blocks} blocks of {format} overflow 64 bits")))?;
         if src_offset % align != 0 || dst_offset % align.max(upload::DST_ALIGN) != 0 {
             return Err(invalid(format!(
                 "offsets {src_offset} and {dst_offset} must be multiples of {align} (and 16 for the output)"

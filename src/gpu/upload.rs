@@ -131,6 +131,18 @@ pub const fn padded(format: Format, n_blocks: u64, out_size: u64) -> (u64, u64) 
     (round_up(src, SRC_ALIGN), round_up(dst, DST_ALIGN))
 }
 
+/// [`padded`] in checked arithmetic: `None` when a size does not fit a u64.
+pub(crate) fn checked_padded(format: Format, n_blocks: u64, out_size: u64) -> Option<(u64, u64)> {
+    let src = n_blocks.checked_mul(format.block_bytes() as u64)?;
+    let dst = n_blocks
+        .checked_mul(format.block_elems() as u64)?
+        .checked_mul(out_size)?;
+    Some((
+        src.checked_next_multiple_of(SRC_ALIGN)?,
+        dst.checked_next_multiple_of(DST_ALIGN)?,
+    ))
+}
+
 /// The workgroup grid for `groups` workgroups with at most `max_dim` per dimension: 1-D when it
 /// fits, else folded to 2-D with as few surplus groups as possible (fewer than `y`).
 pub(crate) fn grid(groups: u64, max_dim: u64) -> (u32, u32) {
