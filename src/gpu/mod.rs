@@ -377,13 +377,15 @@ impl GpuEngine {
             });
         }
         let pipelines = pipelines::Pipelines::new(&device)?;
+        // Not `create_buffer_init`: it panics when the buffer is invalid (a device whose
+        // `max_buffer_size` is below the tables' size, or a lost one).
         let tables = scoped(&device, "uploading the lookup tables", || {
-            device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("gguf-dequant tables"),
-                contents: bytemuck::cast_slice(&tables::words()),
-                usage: wgpu::BufferUsages::STORAGE,
-            })
-        })?;
+            upload::upload(
+                &device,
+                "gguf-dequant tables",
+                bytemuck::cast_slice(&tables::words()),
+            )
+        })??;
         Ok(GpuEngine {
             info: device.adapter_info(),
             limits: device.limits(),
