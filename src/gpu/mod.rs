@@ -644,6 +644,22 @@ impl GpuEngine {
         let out_block = format.block_elems() as u64 * dtype.size() as u64;
         let n_blocks = src.len() as u64 / bytes;
         let max_buffer = self.limits.max_buffer_size;
+        // Requests the device cannot take fail here, before any buffer is created.
+        upload::plan(
+            format,
+            dtype.size() as u64,
+            self.max_binding_size(),
+            self.offset_alignment(),
+        )?;
+        let (one_src, one_dst) = upload::padded(format, 1, dtype.size() as u64);
+        if n_blocks > 0 && one_src.max(one_dst) > max_buffer {
+            return Err(GpuError::TooLarge {
+                what: format!("one {format} block to {dtype}"),
+                bytes: one_src.max(one_dst),
+                limit: max_buffer,
+            }
+            .into());
+        }
         let chunk_blocks = (self.options.max_chunk_bytes.min(max_buffer & !15) / out_block)
             .min((max_buffer & !3) / bytes)
             .max(1);
