@@ -221,6 +221,8 @@ pub struct GpuEngine {
     /// The lookup tables of [`tables`], bound at binding 3 of every dispatch.
     tables: wgpu::Buffer,
     state: Arc<DeviceState>,
+    /// The backend the engine picked its adapter from; `None` for a caller's device.
+    backend: Option<Backend>,
 }
 
 impl fmt::Debug for GpuEngine {
@@ -353,7 +355,35 @@ impl GpuEngine {
                 reason: e.to_string(),
             }
         })?;
-        GpuEngine::from_device(device, queue, options)
+        let mut engine = GpuEngine::from_device(device, queue, options)?;
+        engine.backend = Some(backend);
+        Ok(engine)
+    }
+
+    /// Whether the device is lost (driver reset, removal, `destroy`), as the device-lost callback
+    /// recorded it (needs [`EngineOptions::install_handlers`]). Every later call of a lost engine
+    /// fails with [`GpuError::DeviceLost`]; [`GpuEngine::recreate`] gives a working one.
+    pub fn is_lost(&self) -> bool {
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        self.state
+            .lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// A new engine with the same backend and options on a fresh device: how to recover from
+    /// [`GpuError::DeviceLost`]. Buffers of the old device are not carried over. An engine made
+    /// by [`GpuEngine::from_device`] cannot be recreated (the device is the caller's: make a
+    /// new one and call `from_device` again); that is [`GpuError::DeviceLost`].
+    pub fn recreate(&self) -> Result<GpuEngine> {
+        match self.backend {
+            Some(b) => GpuEngine::with_options(b, self.options.clone()),
+            None => Err(GpuError::DeviceLost(
+                "the engine runs on a caller's device: create a new device and call GpuEngine::from_device".into(),
+            )
+            .into()),
+        }
     }
 
     /// An engine on a caller's device and queue (e.g. to share buffers with a renderer or an
@@ -395,6 +425,7 @@ impl GpuEngine {
             pipelines,
             tables,
             state,
+            backend: None,
         })
     }
 
