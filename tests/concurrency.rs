@@ -15,7 +15,7 @@ use std::time::Duration;
 use gguf_dequant::gguf::GgufWriter;
 use gguf_dequant::gpu::{Backend, EngineOptions};
 use gguf_dequant::service::{
-    peak_rss_bytes, LoadOptions, ResidentModel, Residency, Selection, ServiceStats, WeightLoader,
+    peak_rss_bytes, LoadOptions, Residency, ResidentModel, Selection, ServiceStats, WeightLoader,
 };
 use gguf_dequant::{DType, Format, GgufFile};
 use gpu_support::random_blocks;
@@ -46,7 +46,12 @@ fn write_file(dir: &tempfile::TempDir) -> GgufFile {
     let mut w = GgufWriter::new();
     w.metadata("general.name", "concurrency-test");
     for (name, f, blocks, bytes) in &data {
-        w.tensor(*name, vec![(blocks * f.block_elems()) as u64], *f, bytes.as_slice());
+        w.tensor(
+            *name,
+            vec![(blocks * f.block_elems()) as u64],
+            *f,
+            bytes.as_slice(),
+        );
     }
     std::fs::write(&path, w.to_bytes()).unwrap();
     GgufFile::open(&path).unwrap()
@@ -81,7 +86,7 @@ fn request(
         }
         // A read-back of a shared resident tensor.
         1 => {
-            let model = if (n / 4) % 2 == 0 { raw } else { deq };
+            let model = if (n / 4).is_multiple_of(2) { raw } else { deq };
             loader.read_back(model.get(name).unwrap()).unwrap()
         }
         // The engine directly, on host bytes.
@@ -123,7 +128,9 @@ fn record_and_read(
         mapped_at_creation: false,
     });
     let mut encoder = device.create_command_encoder(&Default::default());
-    loader.record_tensor(&mut encoder, t, dtype, &dst, 0).unwrap();
+    loader
+        .record_tensor(&mut encoder, t, dtype, &dst, 0)
+        .unwrap();
     encoder.copy_buffer_to_buffer(&dst, 0, &staging, 0, size);
     let index = loader.queue().submit([encoder.finish()]);
     let (tx, rx) = mpsc::channel();
@@ -181,7 +188,11 @@ fn eight_threads_match_the_sequential_run() {
                 .map(|n| request(&loader, &file, &raw, &deq, n))
                 .collect()
         });
-        assert_eq!(loader.stats(), baseline, "sequential requests left something behind");
+        assert_eq!(
+            loader.stats(),
+            baseline,
+            "sequential requests left something behind"
+        );
 
         // 8 threads, each its share of the same requests in a different order; the watchdog is
         // the main thread waiting on a channel with a deadline.
@@ -198,7 +209,11 @@ fn eight_threads_match_the_sequential_run() {
             handles.push(std::thread::spawn(move || {
                 for i in 0..REQUESTS {
                     let n = (i * THREADS + (t + i) % THREADS) % (THREADS * REQUESTS);
-                    let n = if i % 2 == 0 { n } else { THREADS * REQUESTS - 1 - n };
+                    let n = if i % 2 == 0 {
+                        n
+                    } else {
+                        THREADS * REQUESTS - 1 - n
+                    };
                     let out = request(&loader, &file, &raw, &deq, n);
                     if tx.send((n, out)).is_err() {
                         return;
@@ -231,14 +246,21 @@ fn eight_threads_match_the_sequential_run() {
         let mut compared = 0;
         for (n, g) in got.iter().enumerate() {
             if let Some(g) = g {
-                assert!(*g == want[n], "round {round}: request {n} differs from the sequential run");
+                assert!(
+                    *g == want[n],
+                    "round {round}: request {n} differs from the sequential run"
+                );
                 compared += 1;
             }
         }
         assert!(compared > THREADS * REQUESTS / 2, "{compared}");
         assert_eq!(count, THREADS * REQUESTS);
 
-        assert_eq!(loader.stats(), baseline, "round {round}: concurrent requests left something");
+        assert_eq!(
+            loader.stats(),
+            baseline,
+            "round {round}: concurrent requests left something"
+        );
         drop((raw, deq));
         assert_eq!(loader.stats(), ServiceStats::default(), "round {round}");
         if let Some(r) = peak_rss_bytes() {

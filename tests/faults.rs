@@ -72,7 +72,11 @@ fn planner_rejects_impossible_limits_with_typed_errors() {
     // A limit below one step.
     assert!(matches!(
         plan_windows(Format::Q4_K, DType::F32, 1023, 4),
-        Err(GpuError::LimitTooSmall { limit: 1023, step_blocks: 1, .. })
+        Err(GpuError::LimitTooSmall {
+            limit: 1023,
+            step_blocks: 1,
+            ..
+        })
     ));
 }
 
@@ -121,14 +125,23 @@ fn write_file(dir: &tempfile::TempDir) -> GgufFile {
     .map(|(i, (n, f, b))| (n, f, b, random_blocks(f, b, 77 + i as u64)))
     .collect();
     for (name, f, blocks, bytes) in &tensors {
-        w.tensor(*name, vec![(blocks * f.block_elems()) as u64], *f, bytes.as_slice());
+        w.tensor(
+            *name,
+            vec![(blocks * f.block_elems()) as u64],
+            *f,
+            bytes.as_slice(),
+        );
     }
     std::fs::write(&path, w.to_bytes()).unwrap();
     GgufFile::open(&path).unwrap()
 }
 
 /// Every tensor of `model` equals the file (raw) or the CPU codecs.
-fn check_model(loader: &WeightLoader, file: &GgufFile, model: &gguf_dequant::service::ResidentModel) {
+fn check_model(
+    loader: &WeightLoader,
+    file: &GgufFile,
+    model: &gguf_dequant::service::ResidentModel,
+) {
     for t in model.tensors() {
         let src = file.tensor_data(file.tensor(&t.name).unwrap());
         let got = loader.read_back(t).unwrap();
@@ -141,7 +154,10 @@ fn check_model(loader: &WeightLoader, file: &GgufFile, model: &gguf_dequant::ser
 
 #[test]
 fn loader_budget_fails_before_allocating() {
-    let Some(e) = engine("loader_budget_fails_before_allocating", EngineOptions::default()) else {
+    let Some(e) = engine(
+        "loader_budget_fails_before_allocating",
+        EngineOptions::default(),
+    ) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -153,7 +169,12 @@ fn loader_budget_fails_before_allocating() {
             ..LoadOptions::default()
         };
         let err = loader
-            .load_with(&file, &Selection::All, Residency::Dequantised(DType::F32), &opts)
+            .load_with(
+                &file,
+                &Selection::All,
+                Residency::Dequantised(DType::F32),
+                &opts,
+            )
             .unwrap_err();
         assert!(
             matches!(err, Error::Gpu(GpuError::OutOfMemory { .. })),
@@ -202,7 +223,9 @@ fn unsplittable_tensor_is_too_large_before_allocating() {
     }
     assert_eq!(loader.stats(), ServiceStats::default());
     // Raw, the same tensor splits into 512-byte parts and loads.
-    let model = loader.load_with(&file, &q4k, Residency::Raw, &opts).unwrap();
+    let model = loader
+        .load_with(&file, &q4k, Residency::Raw, &opts)
+        .unwrap();
     assert!(model.tensors()[0].parts.len() > 1);
     check_model(&loader, &file, &model);
 }
@@ -231,7 +254,13 @@ fn engine_request_past_the_binding_limit_is_refused_up_front() {
     // A format whose aligned step fits 1000 bytes still works on the same engine, in windows.
     let src = random_blocks(Format::F16, 5000, 2);
     let got = e.dequant(Format::F16, &src, DType::F32).unwrap();
-    compare(Format::F16, DType::F32, &got, &cpu(Format::F16, &src, DType::F32)).unwrap();
+    compare(
+        Format::F16,
+        DType::F32,
+        &got,
+        &cpu(Format::F16, &src, DType::F32),
+    )
+    .unwrap();
 }
 
 /// A device with a small `max_buffer_size` (`required_limits`): below the lookup tables' size,
@@ -267,7 +296,10 @@ fn small_device_buffers_are_errors_or_chunks_never_panics() {
     let (device, queue) = device_with(768);
     let err = GpuEngine::from_device(device, queue, EngineOptions::default()).unwrap_err();
     assert!(
-        matches!(err, Error::Gpu(GpuError::Validation { .. } | GpuError::Map(_))),
+        matches!(
+            err,
+            Error::Gpu(GpuError::Validation { .. } | GpuError::Map(_))
+        ),
         "{err}"
     );
 
@@ -278,7 +310,13 @@ fn small_device_buffers_are_errors_or_chunks_never_panics() {
     let src = random_blocks(Format::Q4_K, n_blocks, 3);
     let got = e.dequant(Format::Q4_K, &src, DType::F32).unwrap();
     assert!(got.len() as u64 > 4 * max);
-    compare(Format::Q4_K, DType::F32, &got, &cpu(Format::Q4_K, &src, DType::F32)).unwrap();
+    compare(
+        Format::Q4_K,
+        DType::F32,
+        &got,
+        &cpu(Format::Q4_K, &src, DType::F32),
+    )
+    .unwrap();
     e.check_device().unwrap();
 }
 
@@ -330,13 +368,21 @@ fn record_with_an_overflowing_block_count_is_invalid() {
 
 #[test]
 fn engine_device_lost_then_recreated() {
-    let Some(e) = engine("engine_device_lost_then_recreated", EngineOptions::default()) else {
+    let Some(e) = engine(
+        "engine_device_lost_then_recreated",
+        EngineOptions::default(),
+    ) else {
         return;
     };
     let src = random_blocks(Format::Q4_K, 20, 5);
     let want = cpu(Format::Q4_K, &src, DType::F16);
-    compare(Format::Q4_K, DType::F16, &e.dequant(Format::Q4_K, &src, DType::F16).unwrap(), &want)
-        .unwrap();
+    compare(
+        Format::Q4_K,
+        DType::F16,
+        &e.dequant(Format::Q4_K, &src, DType::F16).unwrap(),
+        &want,
+    )
+    .unwrap();
     assert!(!e.is_lost());
 
     e.device().destroy();
@@ -379,7 +425,10 @@ fn engine_on_a_callers_device_cannot_recreate_it() {
 
 #[test]
 fn loader_device_lost_then_recovered() {
-    let Some(e) = engine("loader_device_lost_then_recovered", EngineOptions::default()) else {
+    let Some(e) = engine(
+        "loader_device_lost_then_recovered",
+        EngineOptions::default(),
+    ) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -440,7 +489,14 @@ fn missing_adapter_gives_the_selftest_hint_everywhere() {
     for args in [
         vec!["verify", path.as_str(), "--backend", "metal"],
         vec!["load", path.as_str(), "--backend", "metal"],
-        vec!["load", path.as_str(), "--backend", "metal", "--dtype", "raw"],
+        vec![
+            "load",
+            path.as_str(),
+            "--backend",
+            "metal",
+            "--dtype",
+            "raw",
+        ],
     ] {
         let o = cli(&args);
         let err = String::from_utf8_lossy(&o.stderr).into_owned();

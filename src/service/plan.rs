@@ -352,9 +352,11 @@ mod tests {
                 Path::Gpu(DType::F32),
             ],
         ] {
-            for (align, max_buffer, staging) in
-                [(4, 1 << 30, 1 << 20), (256, 20_000, 40_000), (64, 100_000, 8)]
-            {
+            for (align, max_buffer, staging) in [
+                (4, 1 << 30, 1 << 20),
+                (256, 20_000, 40_000),
+                (64, 100_000, 8),
+            ] {
                 let lim = Limits {
                     align,
                     max_binding: 1 << 16,
@@ -378,7 +380,7 @@ mod tests {
     /// before anything is allocated (it used to plan a buffer past the limit).
     #[test]
     fn unsplittable_part_is_too_large() {
-        let infos = vec![info("k", Format::Q4_K, 40, 0)];
+        let infos = [info("k", Format::Q4_K, 40, 0)];
         let selected: Vec<_> = infos.iter().enumerate().collect();
         let lim = Limits {
             align: 256,
@@ -389,7 +391,11 @@ mod tests {
         assert!(
             matches!(
                 e,
-                crate::Error::Gpu(crate::gpu::GpuError::TooLarge { bytes: 16384, limit: 8192, .. })
+                crate::Error::Gpu(crate::gpu::GpuError::TooLarge {
+                    bytes: 16384,
+                    limit: 8192,
+                    ..
+                })
             ),
             "{e}"
         );
