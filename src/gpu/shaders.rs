@@ -17,8 +17,9 @@
 //! CPU repacking). Invocations per block: 4 for the 32-value formats, 8 for NVFP4 and Q2_0, 16 for
 //! Q1_0, 32 for the 256-value super-block formats (k-quants, TQ1_0, TQ2_0 and i-quants: 2 blocks
 //! per workgroup, `part` = 8-value group 0..32, each inside one 16- or 32-value sub-block, so its
-//! scale is unpacked once per invocation; an i-quant part is one 8-value grid group, `4 * sub-block
-//! + group`); the one-value formats take 8 consecutive values each. Each invocation stores two
+//! scale is unpacked once per invocation; an i-quant part is one 8-value grid group,
+//! `4 * sub-block + group`); the one-value formats take 8 consecutive values each. Each invocation
+//! stores two
 //! `vec4<u32>` of f32 bits, or one `vec4<u32>` of f16/bf16 pairs.
 //!
 //! # Adding the 256-value super-block formats
