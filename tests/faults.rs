@@ -396,6 +396,35 @@ fn engine_device_lost_then_recreated() {
         e.check_device(),
         Err(Error::Gpu(GpuError::DeviceLost(_)))
     ));
+    // Recording into a caller's encoder on the lost device: an error, not a panic.
+    let buf = |usage| {
+        e.device().create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 1 << 16,
+            usage,
+            mapped_at_creation: false,
+        })
+    };
+    let (s, d) = (
+        buf(wgpu::BufferUsages::STORAGE),
+        buf(wgpu::BufferUsages::STORAGE),
+    );
+    let mut encoder = e.device().create_command_encoder(&Default::default());
+    let err = e
+        .record(
+            &mut encoder,
+            &DequantJob {
+                format: Format::Q4_K,
+                dtype: DType::F16,
+                src: &s,
+                src_offset: 0,
+                n_blocks: 20,
+                dst: &d,
+                dst_offset: 0,
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Gpu(GpuError::DeviceLost(_))), "{err}");
 
     let fresh = e.recreate().unwrap();
     assert!(!fresh.is_lost());

@@ -43,8 +43,6 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wgpu::util::DeviceExt;
-
 pub use error::GpuError;
 pub use pipelines::{PipelineKey, Variant};
 pub use upload::{plan_windows, WindowPlan};
@@ -529,6 +527,7 @@ impl GpuEngine {
             dst,
             dst_offset,
         } = *job;
+        self.check()?;
         let pipeline = self
             .pipelines
             .get(&self.device, (format, dtype, Variant::Baseline))?;
@@ -584,13 +583,13 @@ impl GpuEngine {
                     let n_out = count * elems;
                     let groups = n_out.div_ceil(shaders::VALS_PER_WORKGROUP);
                     let params: [u32; 4] = [n_out as u32, groups as u32, 0, 0];
-                    let uniform =
-                        self.device
-                            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                                label: Some("gguf-dequant params"),
-                                contents: bytemuck::cast_slice(&params),
-                                usage: wgpu::BufferUsages::UNIFORM,
-                            });
+                    // Not `create_buffer_init`, which panics on a lost device.
+                    let uniform = upload::upload_as(
+                        &self.device,
+                        "gguf-dequant params",
+                        bytemuck::cast_slice(&params),
+                        wgpu::BufferUsages::UNIFORM,
+                    )?;
                     let (s_len, d_len) = upload::padded(format, count, out_size);
                     let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                         label: Some("gguf-dequant window"),
@@ -631,8 +630,9 @@ impl GpuEngine {
                     pass.set_bind_group(0, &bind, &[]);
                     pass.dispatch_workgroups(x, y, 1);
                 }
+                Ok::<_, GpuError>(())
             },
-        )?;
+        )??;
         self.check()?;
         Ok(())
     }

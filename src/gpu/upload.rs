@@ -161,11 +161,27 @@ pub(crate) fn upload(
     label: &str,
     src: &[u8],
 ) -> Result<wgpu::Buffer, GpuError> {
+    upload_as(
+        device,
+        label,
+        src,
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+    )
+}
+
+/// [`upload`] with other usages. Unlike `create_buffer_init`, an invalid buffer (lost device,
+/// size past the limit) is an error, not a panic.
+pub(crate) fn upload_as(
+    device: &wgpu::Device,
+    label: &str,
+    src: &[u8],
+    usage: wgpu::BufferUsages,
+) -> Result<wgpu::Buffer, GpuError> {
     let size = round_up(src.len() as u64, SRC_ALIGN).max(SRC_ALIGN);
     let buffer = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
         size,
-        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        usage,
         mapped_at_creation: true,
     });
     {
