@@ -37,11 +37,23 @@ fn check_window(
     let bytes = format.block_bytes() as u128;
     let out_block = (format.block_elems() * dtype.size()) as u128;
     assert!(count > 0, "empty window at {first}");
-    assert_eq!(first % step, 0, "window at {first} is not a multiple of step {step}");
+    assert_eq!(
+        first % step,
+        0,
+        "window at {first} is not a multiple of step {step}"
+    );
     let src_off = first as u128 * bytes;
     let dst_off = first as u128 * out_block;
-    assert_eq!(src_off % align as u128, 0, "source offset {src_off} vs align {align}");
-    assert_eq!(dst_off % align as u128, 0, "output offset {dst_off} vs align {align}");
+    assert_eq!(
+        src_off % align as u128,
+        0,
+        "source offset {src_off} vs align {align}"
+    );
+    assert_eq!(
+        dst_off % align as u128,
+        0,
+        "output offset {dst_off} vs align {align}"
+    );
     assert_eq!(dst_off % 16, 0, "output offset {dst_off} vs 16");
     let (s_len, d_len) = upload::padded(format, count, dtype.size() as u64);
     let cap = limit.min(upload::MAX_WINDOW_BYTES);
@@ -70,7 +82,9 @@ fuzz_target!(|data: &[u8]| {
     let plan = match plan_windows(format, dtype, limit, align) {
         Ok(p) => p,
         Err(GpuError::LimitTooSmall {
-            limit: l, step_blocks, ..
+            limit: l,
+            step_blocks,
+            ..
         }) => {
             assert_eq!(l, limit);
             assert!(step_blocks > 0);
