@@ -79,6 +79,22 @@ pub enum GpuError {
         /// The smallest window that keeps offsets aligned, in blocks.
         step_blocks: u64,
     },
+    /// Device limits (or forced ones) that no window plan can satisfy: an offset alignment of 0,
+    /// or one so large that the step of aligned blocks does not fit in 64 bits.
+    #[error("unusable GPU limits: {0}")]
+    InvalidLimits(String),
+    /// A request that cannot fit the device's limits whatever is split: one aligned run of
+    /// blocks needs a bigger buffer than the largest allowed. Reported before anything is
+    /// allocated or sent.
+    #[error("{what}: needs a buffer of {bytes} bytes, more than the limit of {limit} bytes")]
+    TooLarge {
+        /// What needed the buffer.
+        what: String,
+        /// Bytes of the smallest buffer that would do.
+        bytes: u64,
+        /// The buffer-size limit in use.
+        limit: u64,
+    },
     /// A caller-owned buffer or offset breaks a rule of [`super::GpuEngine::record`].
     #[error("invalid dequant job: {0}")]
     InvalidJob(String),

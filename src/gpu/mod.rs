@@ -44,10 +44,9 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wgpu::util::DeviceExt;
-
 pub use error::GpuError;
 pub use pipelines::{PipelineKey, Variant};
+pub use upload::{plan_windows, WindowPlan};
 
 use crate::{DType, Error, Format, Result};
 
@@ -221,6 +220,8 @@ pub struct GpuEngine {
     /// The lookup tables of [`tables`], bound at binding 3 of every dispatch.
     tables: wgpu::Buffer,
     state: Arc<DeviceState>,
+    /// The backend the engine picked its adapter from; `None` for a caller's device.
+    backend: Option<Backend>,
 }
 
 impl fmt::Debug for GpuEngine {
@@ -353,7 +354,35 @@ impl GpuEngine {
                 reason: e.to_string(),
             }
         })?;
-        GpuEngine::from_device(device, queue, options)
+        let mut engine = GpuEngine::from_device(device, queue, options)?;
+        engine.backend = Some(backend);
+        Ok(engine)
+    }
+
+    /// Whether the device is lost (driver reset, removal, `destroy`), as the device-lost callback
+    /// recorded it (needs [`EngineOptions::install_handlers`]). Every later call of a lost engine
+    /// fails with [`GpuError::DeviceLost`]; [`GpuEngine::recreate`] gives a working one.
+    pub fn is_lost(&self) -> bool {
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        self.state
+            .lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// A new engine with the same backend and options on a fresh device: how to recover from
+    /// [`GpuError::DeviceLost`]. Buffers of the old device are not carried over. An engine made
+    /// by [`GpuEngine::from_device`] cannot be recreated (the device is the caller's: make a
+    /// new one and call `from_device` again); that is [`GpuError::DeviceLost`].
+    pub fn recreate(&self) -> Result<GpuEngine> {
+        match self.backend {
+            Some(b) => GpuEngine::with_options(b, self.options.clone()),
+            None => Err(GpuError::DeviceLost(
+                "the engine runs on a caller's device: create a new device and call GpuEngine::from_device".into(),
+            )
+            .into()),
+        }
     }
 
     /// An engine on a caller's device and queue (e.g. to share buffers with a renderer or an
@@ -377,13 +406,15 @@ impl GpuEngine {
             });
         }
         let pipelines = pipelines::Pipelines::new(&device)?;
+        // Not `create_buffer_init`: it panics when the buffer is invalid (a device whose
+        // `max_buffer_size` is below the tables' size, or a lost one).
         let tables = scoped(&device, "uploading the lookup tables", || {
-            device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("gguf-dequant tables"),
-                contents: bytemuck::cast_slice(&tables::words()),
-                usage: wgpu::BufferUsages::STORAGE,
-            })
-        })?;
+            upload::upload(
+                &device,
+                "gguf-dequant tables",
+                bytemuck::cast_slice(&tables::words()),
+            )
+        })??;
         Ok(GpuEngine {
             info: device.adapter_info(),
             limits: device.limits(),
@@ -393,6 +424,7 @@ impl GpuEngine {
             pipelines,
             tables,
             state,
+            backend: None,
         })
     }
 
@@ -444,7 +476,7 @@ impl GpuEngine {
             self.max_binding_size(),
             self.offset_alignment(),
         )?;
-        Ok(plan.windows(n_blocks).count() as u64)
+        Ok(plan.count(n_blocks))
     }
 
     /// Compiles (once) the pipeline that decodes `format` to `dtype`, so that later calls do not
@@ -496,6 +528,7 @@ impl GpuEngine {
             dst,
             dst_offset,
         } = *job;
+        self.check()?;
         let pipeline = self
             .pipelines
             .get(&self.device, (format, dtype, Variant::Baseline))?;
@@ -504,8 +537,9 @@ impl GpuEngine {
         }
         let out_size = dtype.size() as u64;
         let align = self.offset_alignment();
-        let (src_len, dst_len) = upload::padded(format, n_blocks, out_size);
         let invalid = |m: String| -> Error { GpuError::InvalidJob(m).into() };
+        let (src_len, dst_len) = upload::checked_padded(format, n_blocks, out_size)
+            .ok_or_else(|| invalid(format!("{n_blocks} blocks of {format} overflow 64 bits")))?;
         if src_offset % align != 0 || dst_offset % align.max(upload::DST_ALIGN) != 0 {
             return Err(invalid(format!(
                 "offsets {src_offset} and {dst_offset} must be multiples of {align} (and 16 for the output)"
@@ -550,13 +584,13 @@ impl GpuEngine {
                     let n_out = count * elems;
                     let groups = n_out.div_ceil(shaders::VALS_PER_WORKGROUP);
                     let params: [u32; 4] = [n_out as u32, groups as u32, 0, 0];
-                    let uniform =
-                        self.device
-                            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                                label: Some("gguf-dequant params"),
-                                contents: bytemuck::cast_slice(&params),
-                                usage: wgpu::BufferUsages::UNIFORM,
-                            });
+                    // Not `create_buffer_init`, which panics on a lost device.
+                    let uniform = upload::upload_as(
+                        &self.device,
+                        "gguf-dequant params",
+                        bytemuck::cast_slice(&params),
+                        wgpu::BufferUsages::UNIFORM,
+                    )?;
                     let (s_len, d_len) = upload::padded(format, count, out_size);
                     let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                         label: Some("gguf-dequant window"),
@@ -597,8 +631,9 @@ impl GpuEngine {
                     pass.set_bind_group(0, &bind, &[]);
                     pass.dispatch_workgroups(x, y, 1);
                 }
+                Ok::<_, GpuError>(())
             },
-        )?;
+        )??;
         self.check()?;
         Ok(())
     }
@@ -641,6 +676,22 @@ impl GpuEngine {
         let out_block = format.block_elems() as u64 * dtype.size() as u64;
         let n_blocks = src.len() as u64 / bytes;
         let max_buffer = self.limits.max_buffer_size;
+        // Requests the device cannot take fail here, before any buffer is created.
+        upload::plan(
+            format,
+            dtype.size() as u64,
+            self.max_binding_size(),
+            self.offset_alignment(),
+        )?;
+        let (one_src, one_dst) = upload::padded(format, 1, dtype.size() as u64);
+        if n_blocks > 0 && one_src.max(one_dst) > max_buffer {
+            return Err(GpuError::TooLarge {
+                what: format!("one {format} block to {dtype}"),
+                bytes: one_src.max(one_dst),
+                limit: max_buffer,
+            }
+            .into());
+        }
         let chunk_blocks = (self.options.max_chunk_bytes.min(max_buffer & !15) / out_block)
             .min((max_buffer & !3) / bytes)
             .max(1);

@@ -1,9 +1,12 @@
 //! Reading results back: a mapped staging buffer, `map_async`, and a bounded `PollType::Wait`.
 
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::GpuError;
+
+/// How long to wait for a map callback between polls.
+const TICK: Duration = Duration::from_millis(2);
 
 /// Maps `staging` (after submission `index` copied into it) and copies its first `out.len()`
 /// bytes into `out`, waiting at most `timeout`.
@@ -18,6 +21,7 @@ pub(crate) fn read_into(
     staging.map_async(wgpu::MapMode::Read, .., move |r| {
         let _ = tx.send(r);
     });
+    let start = Instant::now();
     device
         .poll(wgpu::PollType::Wait {
             submission_index: Some(index),
@@ -27,10 +31,25 @@ pub(crate) fn read_into(
             wgpu::PollError::Timeout => GpuError::Timeout(timeout),
             other => GpuError::Map(other.to_string()),
         })?;
-    match rx.try_recv() {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(GpuError::Map(e.to_string())),
-        Err(_) => return Err(GpuError::Timeout(timeout)),
+    // The submission is done, but with other threads polling the same device the map callback
+    // may be run by one of them, just after our poll returned: wait for it (polling again, in
+    // case nobody else does) rather than calling it a timeout.
+    loop {
+        match rx.recv_timeout(TICK) {
+            Ok(Ok(())) => break,
+            Ok(Err(e)) => return Err(GpuError::Map(e.to_string())),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(GpuError::Map("the map callback was dropped".into()))
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if start.elapsed() > timeout {
+                    return Err(GpuError::Timeout(timeout));
+                }
+                device
+                    .poll(wgpu::PollType::Poll)
+                    .map_err(|e| GpuError::Map(e.to_string()))?;
+            }
+        }
     }
     {
         let view = staging

@@ -6,9 +6,15 @@
 //! offset a multiple of that alignment and of 16 (the output is bound as `array<vec4<u32>>`).
 //! Window sizes are rounded up to 4 (source) and 16 (output) bytes for the binding, so a buffer
 //! must have that padding after its last value; [`padded`] gives the sizes.
+//!
+//! [`plan_windows`] is that windowing as the engine runs it, public so that it can be fuzzed
+//! (`fuzz/fuzz_targets/plan.rs`) and so that callers who bind resident buffers themselves can
+//! cut them the same way. It takes any limit and any alignment (devices report powers of two)
+//! and never panics: impossible values are [`GpuError::LimitTooSmall`] or
+//! [`GpuError::InvalidLimits`].
 
 use super::GpuError;
-use crate::Format;
+use crate::{DType, Format};
 
 /// Bytes of the output binding's element (`vec4<u32>`).
 pub(crate) const DST_ALIGN: u64 = 16;
@@ -29,21 +35,44 @@ const fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-const fn lcm(a: u64, b: u64) -> u64 {
-    a / gcd(a, b) * b
+/// The least common multiple of two non-zero numbers; `None` when it does not fit a u64.
+const fn lcm(a: u64, b: u64) -> Option<u64> {
+    (a / gcd(a, b)).checked_mul(b)
 }
+
+/// The largest binding a window uses: the shaders index values and words with u32, so a window
+/// holds at most 4 GiB - 1 bytes whatever the device allows.
+pub const MAX_WINDOW_BYTES: u64 = u32::MAX as u64;
 
 /// How a tensor of one format and output size is cut into windows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct WindowPlan {
+pub struct WindowPlan {
     /// Window offsets are multiples of this many blocks.
     pub step_blocks: u64,
     /// Blocks per window (a multiple of `step_blocks`); the last window may be shorter.
     pub max_blocks: u64,
 }
 
-/// The window plan for `format` with `out_size`-byte output values under a binding limit of
-/// `limit` bytes and an offset alignment of `align` bytes.
+/// The engine's windowing of `format` decoded to `dtype` under a storage-binding limit of `limit`
+/// bytes and an offset alignment of `align` bytes (`min_storage_buffer_offset_alignment`).
+///
+/// Every window of [`WindowPlan::windows`] starts at a multiple of `step_blocks` blocks, so its
+/// source offset (`first * block_bytes`) is a multiple of `align`, and its output offset a
+/// multiple of `align` and 16; its [`padded`] source and output sizes are at most `limit` and
+/// at most [`MAX_WINDOW_BYTES`]. Errors: [`GpuError::InvalidLimits`] for an alignment of 0 or
+/// one so large that the step of blocks overflows, [`GpuError::LimitTooSmall`] when `limit`
+/// cannot hold one step.
+pub fn plan_windows(
+    format: Format,
+    dtype: DType,
+    limit: u64,
+    align: u64,
+) -> Result<WindowPlan, GpuError> {
+    plan(format, dtype.size() as u64, limit, align)
+}
+
+/// [`plan_windows`] with `out_size`-byte output values (2 or 4; 2 gives offsets valid for
+/// both).
 pub(crate) fn plan(
     format: Format,
     out_size: u64,
@@ -52,12 +81,20 @@ pub(crate) fn plan(
 ) -> Result<WindowPlan, GpuError> {
     let bytes = format.block_bytes() as u64;
     let out_block = format.block_elems() as u64 * out_size;
-    let dst_align = align.max(DST_ALIGN);
-    let step_blocks = lcm(
-        align / gcd(align, bytes),
-        dst_align / gcd(dst_align, out_block),
-    );
-    let fit = ((limit & !(SRC_ALIGN - 1)) / bytes).min((limit & !(DST_ALIGN - 1)) / out_block);
+    if align == 0 || bytes == 0 || out_block == 0 {
+        return Err(GpuError::InvalidLimits(format!(
+            "{format}: offset alignment {align}, {bytes}-byte blocks, {out_block} output bytes per block"
+        )));
+    }
+    let dst_align = lcm(align, DST_ALIGN);
+    let step_blocks = dst_align.and_then(|d| lcm(align / gcd(align, bytes), d / gcd(d, out_block)));
+    let Some(step_blocks) = step_blocks else {
+        return Err(GpuError::InvalidLimits(format!(
+            "{format}: an offset alignment of {align} bytes needs a window step of more than 2^64 blocks"
+        )));
+    };
+    let cap = limit.min(MAX_WINDOW_BYTES);
+    let fit = ((cap & !(SRC_ALIGN - 1)) / bytes).min((cap & !(DST_ALIGN - 1)) / out_block);
     let max_blocks = fit / step_blocks * step_blocks;
     if max_blocks == 0 {
         return Err(GpuError::LimitTooSmall {
@@ -73,10 +110,16 @@ pub(crate) fn plan(
 }
 
 impl WindowPlan {
-    /// `(first block, block count)` of each window over `n_blocks` blocks.
-    pub(crate) fn windows(self, n_blocks: u64) -> impl Iterator<Item = (u64, u64)> {
+    /// `(first block, block count)` of each window over `n_blocks` blocks, in order; the last
+    /// one is `next_back()` without walking the others.
+    pub fn windows(self, n_blocks: u64) -> impl DoubleEndedIterator<Item = (u64, u64)> {
         let step = self.max_blocks;
         (0..n_blocks.div_ceil(step)).map(move |i| (i * step, step.min(n_blocks - i * step)))
+    }
+
+    /// The number of windows over `n_blocks` blocks.
+    pub fn count(self, n_blocks: u64) -> u64 {
+        n_blocks.div_ceil(self.max_blocks)
     }
 }
 
@@ -86,6 +129,18 @@ pub const fn padded(format: Format, n_blocks: u64, out_size: u64) -> (u64, u64) 
     let src = n_blocks * format.block_bytes() as u64;
     let dst = n_blocks * format.block_elems() as u64 * out_size;
     (round_up(src, SRC_ALIGN), round_up(dst, DST_ALIGN))
+}
+
+/// [`padded`] in checked arithmetic: `None` when a size does not fit a u64.
+pub(crate) fn checked_padded(format: Format, n_blocks: u64, out_size: u64) -> Option<(u64, u64)> {
+    let src = n_blocks.checked_mul(format.block_bytes() as u64)?;
+    let dst = n_blocks
+        .checked_mul(format.block_elems() as u64)?
+        .checked_mul(out_size)?;
+    Some((
+        src.checked_next_multiple_of(SRC_ALIGN)?,
+        dst.checked_next_multiple_of(DST_ALIGN)?,
+    ))
 }
 
 /// The workgroup grid for `groups` workgroups with at most `max_dim` per dimension: 1-D when it
@@ -106,11 +161,27 @@ pub(crate) fn upload(
     label: &str,
     src: &[u8],
 ) -> Result<wgpu::Buffer, GpuError> {
+    upload_as(
+        device,
+        label,
+        src,
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+    )
+}
+
+/// [`upload`] with other usages. Unlike `create_buffer_init`, an invalid buffer (lost device,
+/// size past the limit) is an error, not a panic.
+pub(crate) fn upload_as(
+    device: &wgpu::Device,
+    label: &str,
+    src: &[u8],
+    usage: wgpu::BufferUsages,
+) -> Result<wgpu::Buffer, GpuError> {
     let size = round_up(src.len() as u64, SRC_ALIGN).max(SRC_ALIGN);
     let buffer = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
         size,
-        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        usage,
         mapped_at_creation: true,
     });
     {

@@ -668,18 +668,41 @@ impl WeightLoader {
         options: &LoadOptions,
     ) -> Result<ResidentModel> {
         self.load_inner(file, selection, residency, options)
-            .map_err(|e| match e {
-                // A failure of a lost device surfaces as whatever call hit it first (a
-                // validation or mapping error): report the loss itself.
-                Error::Gpu(_) => {
-                    let _ = self.device().poll(wgpu::PollType::Poll);
-                    match self.engine.check_device() {
-                        Err(lost @ Error::Gpu(GpuError::DeviceLost(_))) => lost,
-                        _ => e,
-                    }
+            .map_err(|e| self.lost_or(e))
+    }
+
+    /// A failure of a lost device surfaces as whatever call hit it first (a validation or
+    /// mapping error): report the loss itself.
+    fn lost_or(&self, e: Error) -> Error {
+        match e {
+            Error::Gpu(GpuError::DeviceLost(_)) => e,
+            Error::Gpu(_) => {
+                let _ = self.device().poll(wgpu::PollType::Poll);
+                match self.engine.check_device() {
+                    Err(lost @ Error::Gpu(GpuError::DeviceLost(_))) => lost,
+                    _ => e,
                 }
-                e => e,
-            })
+            }
+            e => e,
+        }
+    }
+
+    /// Whether the loader's device is lost ([`GpuEngine::is_lost`]): every call then fails with
+    /// [`GpuError::DeviceLost`] until [`WeightLoader::recover`].
+    pub fn is_lost(&self) -> bool {
+        self.engine.is_lost()
+    }
+
+    /// A loader with the same options on a fresh device of the same backend
+    /// ([`GpuEngine::recreate`]): how to go on after [`GpuError::DeviceLost`]. Models loaded
+    /// before live on the lost device: drop them and load again through the new loader (which
+    /// counts its own [`WeightLoader::stats`]). A loader on a caller's device
+    /// ([`WeightLoader::from_device`]) cannot recover by itself: [`GpuError::DeviceLost`].
+    pub fn recover(&self) -> Result<WeightLoader> {
+        Ok(WeightLoader::with_engine(
+            Arc::new(self.engine.recreate()?),
+            self.options.clone(),
+        ))
     }
 
     fn load_inner(
@@ -975,6 +998,11 @@ impl WeightLoader {
     /// Reads a resident tensor back (all parts, data bytes only): raw blocks, or little-endian
     /// dtype values. A heap copy of one tensor, meant for verification and tests.
     pub fn read_back(&self, tensor: &ResidentTensor) -> Result<Vec<u8>> {
+        self.read_back_inner(tensor).map_err(|e| self.lost_or(e))
+    }
+
+    fn read_back_inner(&self, tensor: &ResidentTensor) -> Result<Vec<u8>> {
+        self.engine.check_device()?;
         let total = tensor.byte_len() as usize;
         let mut out = Vec::new();
         out.try_reserve_exact(total)

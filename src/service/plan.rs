@@ -169,6 +169,20 @@ pub(crate) fn plan(
         let pad = path.buffer_pad();
         let step = part_step(format, lim.align);
         let fit = (lim.max_buffer.saturating_sub(pad) / per) / step * step;
+        if fit == 0 && n_blocks > 0 {
+            // Even the smallest part (one step of blocks, or the whole tensor when shorter)
+            // does not fit the largest buffer: splitting cannot help.
+            let n = step.min(n_blocks);
+            let bytes = upload::round_up(n * per, pad);
+            if bytes > lim.max_buffer {
+                return Err(crate::gpu::GpuError::TooLarge {
+                    what: format!("{:?} ({format}, {n} blocks per aligned part)", t.name),
+                    bytes,
+                    limit: lim.max_buffer,
+                }
+                .into());
+            }
+        }
         let max_blocks = fit.max(step);
         let mut parts = Vec::new();
         let mut first = 0;
@@ -338,9 +352,11 @@ mod tests {
                 Path::Gpu(DType::F32),
             ],
         ] {
-            for (align, max_buffer, staging) in
-                [(4, 1 << 30, 1 << 20), (256, 8192, 40_000), (64, 100_000, 8)]
-            {
+            for (align, max_buffer, staging) in [
+                (4, 1 << 30, 1 << 20),
+                (256, 20_000, 40_000),
+                (64, 100_000, 8),
+            ] {
                 let lim = Limits {
                     align,
                     max_binding: 1 << 16,
@@ -358,5 +374,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// One aligned part bigger than the largest buffer cannot be split further: a typed error
+    /// before anything is allocated (it used to plan a buffer past the limit).
+    #[test]
+    fn unsplittable_part_is_too_large() {
+        let infos = [info("k", Format::Q4_K, 40, 0)];
+        let selected: Vec<_> = infos.iter().enumerate().collect();
+        let lim = Limits {
+            align: 256,
+            max_binding: 1 << 16,
+            max_buffer: 8192,
+        };
+        let e = plan(&selected, 0, &[Path::Gpu(DType::F32)], &lim, 1 << 20, 4).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                crate::Error::Gpu(crate::gpu::GpuError::TooLarge {
+                    bytes: 16384,
+                    limit: 8192,
+                    ..
+                })
+            ),
+            "{e}"
+        );
+        // Raw, the same tensor splits into parts that fit.
+        let p = plan(&selected, 0, &[Path::Raw], &lim, 1 << 20, 4).unwrap();
+        assert!(p.tensors[0].parts.iter().all(|x| x.buffer_bytes <= 8192));
     }
 }
