@@ -119,6 +119,12 @@ impl Error {
             Error::Gpu(GpuError::NoAdapter { .. }) | Error::Gpu(GpuError::RequestDevice { .. }) => {
                 "install a Vulkan or GL driver (e.g. Mesa's lavapipe: mesa-vulkan-drivers) or pick another backend with GGUF_DEQUANT_BACKEND=vulkan|gl|metal|dx12"
             }
+            Error::Gpu(GpuError::TooLarge { .. }) => {
+                "the device cannot hold this request: select fewer tensors, keep them raw or as f16, or use an adapter with larger buffer limits (`gguf-dequant adapters` lists them)"
+            }
+            Error::Gpu(GpuError::InvalidLimits(_)) => {
+                "the adapter reports impossible limits: update its driver or pick another adapter"
+            }
             Error::Gpu(GpuError::Timeout(_)) => {
                 "the GPU is too slow or hung: raise EngineOptions::timeout or use a faster adapter"
             }
