@@ -10,7 +10,6 @@ For each type: `cpu_throughput gen` writes random blocks (scale fields finite an
 compared bit for bit with ggml's (NaN equals NaN). Prints a markdown table.
 """
 import ctypes
-import glob
 import os
 import subprocess
 import sys
@@ -31,30 +30,15 @@ TYPES = [("F32", 0), ("F16", 1), ("Q4_0", 2), ("Q4_1", 3), ("Q5_0", 6), ("Q5_1",
          ("I32", 26), ("I64", 27), ("F64", 28), ("IQ1_M", 29), ("BF16", 30), ("TQ1_0", 34),
          ("TQ2_0", 35), ("MXFP4", 39), ("NVFP4", 40), ("Q1_0", 41), ("Q2_0", 42), ("F8_E4M3", 43)]
 
+sys.path.insert(0, os.path.join(ROOT, "scripts", "oracle"))
+from ggml_lib import Ggml  # noqa: E402
+
 TO_FLOAT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float), ctypes.c_int64)
 
 
-class TypeTraits(ctypes.Structure):
-    # include/ggml.h: struct ggml_type_traits
-    _fields_ = [
-        ("type_name", ctypes.c_char_p),
-        ("blck_size", ctypes.c_int64),
-        ("blck_size_interleave", ctypes.c_int64),
-        ("type_size", ctypes.c_size_t),
-        ("is_quantized", ctypes.c_bool),
-        ("to_float", ctypes.c_void_p),
-        ("from_float_ref", ctypes.c_void_p),
-    ]
-
-
 def load_ggml():
-    import libggml
-    libdir = os.path.join(os.path.dirname(libggml.__file__), "lib64")
-    path = sorted(glob.glob(os.path.join(libdir, "libggml-base.so*")))[0]
-    lib = ctypes.CDLL(path)
-    lib.ggml_get_type_traits.restype = ctypes.POINTER(TypeTraits)
-    lib.ggml_get_type_traits.argtypes = [ctypes.c_int]
-    return lib
+    """ggml's libggml-base.so with `ggml_get_type_traits` typed (the oracles' bindings)."""
+    return Ggml().lib
 
 
 def best_time(f, min_reps=5, min_time=0.5):
