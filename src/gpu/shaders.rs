@@ -2,8 +2,8 @@
 //! with `concat!(include_str!(..))` from the shared helpers in `shaders/lib/` (`bytes`, `float`,
 //! then any family helpers the format names with `lib [..]`, e.g. `kquant`), the lookup tables a
 //! format names in `shaders/tables/`, the format's own `shaders/formats/<stem>.wgsl`, one output
-//! packer (`out_f32` / `out_f16` / `out_bf16`) and the shared entry point. No helper is copied
-//! into a format file.
+//! packer (`out_f32`, or `out_f16` / `out_bf16` with the shared `store_pairs`) and the shared entry
+//! point. No helper is copied into a format file.
 //!
 //! The list below names the formats that have a shader, with their file stem, tables and optional
 //! extra helper files. It is the GPU half of the registry line (`FormatSpec::wgsl` reads it); a
@@ -42,7 +42,7 @@ use crate::{DType, Format};
 
 /// One composed shader: helpers, tables, the format file, an output packer, the entry point.
 macro_rules! compose {
-    ($stem:literal, [$($lib:literal),*], [$($table:literal),*], $out:literal) => {
+    ($stem:literal, [$($lib:literal),*], [$($table:literal),*], [$($out:literal),+]) => {
         concat!(
             "// ---- shaders/lib/bytes.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/bytes.wgsl")),
@@ -58,8 +58,10 @@ macro_rules! compose {
             )*
             "// ---- shaders/formats/", $stem, ".wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/formats/", $stem, ".wgsl")),
-            "// ---- shaders/lib/out_", $out, ".wgsl ----\n",
-            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/out_", $out, ".wgsl")),
+            $(
+                "// ---- shaders/lib/", $out, ".wgsl ----\n",
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/", $out, ".wgsl")),
+            )+
             "// ---- shaders/lib/entry.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/entry.wgsl")),
         )
@@ -73,9 +75,9 @@ macro_rules! gpu_formats {
         pub const fn source(format: Format, dtype: DType) -> Option<&'static str> {
             match (format, dtype) {
                 $(
-                    (Format::$name, DType::F32) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], "f32")),
-                    (Format::$name, DType::F16) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], "f16")),
-                    (Format::$name, DType::BF16) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], "bf16")),
+                    (Format::$name, DType::F32) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], ["out_f32"])),
+                    (Format::$name, DType::F16) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], ["out_f16", "store_pairs"])),
+                    (Format::$name, DType::BF16) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], ["out_bf16", "store_pairs"])),
                 )*
                 _ => None,
             }
