@@ -1,15 +1,14 @@
 //! CPU decode throughput per format, in GB/s of f32 output, on one thread and on all threads.
 //!
 //! `cargo bench --bench cpu [FILTER]`; each format decodes ~16 MiB of f32 from random blocks whose
-//! scale fields are finite and normal (`common/gen.rs`).
+//! scale fields are finite and normal (`gguf_dequant::bench::random_blocks`).
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use gguf_dequant::{cpu, Format};
 
-mod common;
-use common::gen;
+use gguf_dequant::bench::random_blocks;
 
 /// Values decoded per iteration (16 MiB of f32).
 const N_VALUES: usize = 4 << 20;
@@ -20,7 +19,7 @@ fn bench(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(200))
         .measurement_time(Duration::from_secs(1));
     for &f in Format::ALL {
-        let src = gen::random_blocks(f, N_VALUES / f.block_elems(), 1 + f.id() as u64);
+        let src = random_blocks(f, N_VALUES / f.block_elems(), 1 + f.id() as u64);
         let mut dst = vec![0.0f32; N_VALUES];
         g.throughput(Throughput::Bytes((N_VALUES * 4) as u64));
         g.bench_function(BenchmarkId::new(f.name(), "1t"), |b| {

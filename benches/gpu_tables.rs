@@ -32,8 +32,7 @@ use gguf_dequant::gpu::{shaders, tables, Backend, GpuEngine};
 use gguf_dequant::{DType, Format};
 use wgpu::util::DeviceExt;
 
-mod common;
-use common::gen;
+use gguf_dequant::bench::random_blocks;
 
 /// Values decoded per dispatch (4 MiB of f32 output).
 const N_VALUES: usize = 1 << 20;
@@ -253,7 +252,7 @@ fn bench_backend(backend: Backend) {
     });
     for &(format, grid) in CASES {
         let n_blocks = N_VALUES / format.block_elems();
-        let mut raw = gen::random_blocks(format, n_blocks, 7 + format.id() as u64);
+        let mut raw = random_blocks(format, n_blocks, 7 + format.id() as u64);
         raw.resize(raw.len().div_ceil(4) * 4, 0);
         let src_buf = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some("src"),

@@ -10,9 +10,6 @@ use std::time::{Duration, Instant};
 
 use gguf_dequant::{cpu, Format};
 
-#[path = "../benches/common/gen.rs"]
-mod gen;
-
 /// Best seconds per call of `f`, over at least `MIN_REPS` calls and `MIN_TIME`.
 fn best_time(mut f: impl FnMut()) -> f64 {
     const MIN_REPS: usize = 5;
@@ -39,7 +36,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let f = format(&args[1])?;
             let n: usize = args[2].parse()?;
             let seed: u64 = args[3].parse()?;
-            std::fs::write(&args[4], gen::random_blocks(f, n / f.block_elems(), seed))?;
+            std::fs::write(
+                &args[4],
+                gguf_dequant::bench::random_blocks(f, n / f.block_elems(), seed),
+            )?;
         }
         Some("run") if args.len() == 3 || args.len() == 4 => {
             let f = format(&args[1])?;
