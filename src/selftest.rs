@@ -29,13 +29,22 @@ pub fn sample_len(format: Format) -> usize {
 /// recorded from codecs that the oracle tests check bit-for-bit against ggml.
 pub const CPU_DIGESTS: &str = include_str!("selftest_digests.txt");
 
-/// [`sample_len`] pseudo-random blocks of `format` (splitmix64 from a per-format seed) whose f16 and
-/// f32 scale fields are finite, as ggml's validator requires of real files. One-value formats keep
-/// every bit pattern, NaN and Inf included.
+/// `format`'s sample: [`sample_len`] blocks of [`finite_blocks`] from a per-format seed.
 pub fn sample_blocks(format: Format) -> Vec<u8> {
+    finite_blocks(
+        format,
+        sample_len(format),
+        0x5EED_0000_0000_0000 ^ u64::from(format.id()),
+    )
+}
+
+/// `n_blocks` pseudo-random blocks of `format` (splitmix64 from `seed`) whose f16 and f32 scale
+/// fields are finite, as ggml's validator requires of real files. One-value formats keep every bit
+/// pattern, NaN and Inf included.
+pub fn finite_blocks(format: Format, n_blocks: usize, seed: u64) -> Vec<u8> {
     let spec = format.spec();
-    let mut state = 0x5EED_0000_0000_0000 ^ u64::from(format.id());
-    let len = sample_len(format) * spec.bytes;
+    let mut state = seed;
+    let len = n_blocks * spec.bytes;
     let mut bytes = Vec::with_capacity(len + 8);
     while bytes.len() < len {
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);

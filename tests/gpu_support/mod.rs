@@ -2,7 +2,6 @@
 //! scales, and a bit-for-bit comparison that names the block and element of the first mismatch.
 #![allow(dead_code)]
 
-use gguf_dequant::formats::field::FieldKind;
 use gguf_dequant::gpu::{Backend, EngineOptions, GpuEngine};
 use gguf_dequant::{DType, Format};
 
@@ -57,30 +56,7 @@ impl Rng {
 /// `n_blocks` random blocks of `format` whose f16/f32 scale fields are finite (the validator of
 /// ggml rejects other blocks). One-value formats keep every bit pattern, NaN and Inf included.
 pub fn random_blocks(format: Format, n_blocks: usize, seed: u64) -> Vec<u8> {
-    let spec = format.spec();
-    let mut rng = Rng(seed ^ (format.id() as u64) << 32);
-    let mut src = vec![0u8; n_blocks * spec.bytes];
-    rng.fill(&mut src);
-    for block in src.chunks_exact_mut(spec.bytes) {
-        for field in spec.fields {
-            match field.kind {
-                FieldKind::F16 => {
-                    let hi = &mut block[field.offset + 1];
-                    if *hi & 0x7C == 0x7C {
-                        *hi &= !0x40; // exponent 31 -> 15: finite
-                    }
-                }
-                FieldKind::F32 => {
-                    let hi = &mut block[field.offset + 3];
-                    if *hi & 0x7F == 0x7F {
-                        *hi &= !0x40;
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    src
+    gguf_dequant::selftest::finite_blocks(format, n_blocks, seed ^ (format.id() as u64) << 32)
 }
 
 fn is_nan(dtype: DType, v: u32) -> bool {
