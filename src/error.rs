@@ -6,6 +6,12 @@ use crate::formats::Format;
 use crate::gguf::GgufError;
 use crate::gpu::GpuError;
 
+/// How to get a GPU adapter: the hint of [`Error::hint`] for a missing or unusable adapter.
+pub const NO_ADAPTER_HINT: &str =
+    "install a Vulkan or GL driver (e.g. Mesa's lavapipe: Debian/Ubuntu \
+     apt-get install mesa-vulkan-drivers) or pick another backend with \
+     GGUF_DEQUANT_BACKEND=vulkan|gl|metal|dx12; `gguf-dequant adapters` lists what wgpu sees";
+
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -117,7 +123,7 @@ impl Error {
                 "the GPU device is gone (driver reset, removal, or destroyed): create a new device or loader and load again"
             }
             Error::Gpu(GpuError::NoAdapter { .. }) | Error::Gpu(GpuError::RequestDevice { .. }) => {
-                "install a Vulkan or GL driver (e.g. Mesa's lavapipe: mesa-vulkan-drivers) or pick another backend with GGUF_DEQUANT_BACKEND=vulkan|gl|metal|dx12"
+                NO_ADAPTER_HINT
             }
             Error::Gpu(GpuError::TooLarge { .. }) => {
                 "the device cannot hold this request: select fewer tensors, keep them raw or as f16, or use an adapter with larger buffer limits (`gguf-dequant adapters` lists them)"

@@ -17,10 +17,6 @@ use serde_json::json;
 
 use crate::args::{Backend, GpuBackend};
 
-/// How to get a GPU adapter, for messages about missing ones.
-const ADAPTER_HINT: &str = "install a GPU driver, or Mesa's software Vulkan \
-     (Debian/Ubuntu: apt-get install mesa-vulkan-drivers); `gguf-dequant adapters` lists what wgpu sees";
-
 fn stdout() -> io::BufWriter<io::StdoutLock<'static>> {
     io::BufWriter::new(io::stdout().lock())
 }
@@ -53,13 +49,9 @@ fn describe(engine: &GpuEngine) -> String {
     format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
 }
 
-/// The engine of `backend`; a missing adapter is an error with a hint.
+/// The engine of `backend` (a missing adapter is a typed error whose hint `main` prints).
 fn engine(backend: GpuBackend) -> Result<GpuEngine> {
-    match GpuEngine::new(backend.gpu()) {
-        Ok(engine) => Ok(engine),
-        Err(Error::Gpu(e @ GpuError::NoAdapter { .. })) => bail!("{e}; {ADAPTER_HINT}"),
-        Err(e) => Err(e.into()),
-    }
+    Ok(GpuEngine::new(backend.gpu())?)
 }
 
 /// The engine for `backend`, or `None` for the CPU codecs. `auto` without any adapter falls back to
@@ -84,7 +76,6 @@ fn decoder_engine(backend: Backend, announce: bool) -> Result<Option<GpuEngine>>
             }
             Ok(None)
         }
-        Err(Error::Gpu(e @ GpuError::NoAdapter { .. })) => bail!("{e}; {ADAPTER_HINT}"),
         Err(e) => Err(e.into()),
     }
 }
@@ -151,7 +142,11 @@ pub fn adapters(json: bool) -> Result<()> {
     }
     let mut out = stdout();
     if adapters.is_empty() {
-        writeln!(out, "no GPU adapters found: {ADAPTER_HINT}")?;
+        writeln!(
+            out,
+            "no GPU adapters found: {}",
+            gguf_dequant::error::NO_ADAPTER_HINT
+        )?;
     }
     for a in &adapters {
         let l = &a.limits;
@@ -200,14 +195,18 @@ pub fn adapters(json: bool) -> Result<()> {
 pub fn selftest(backend: GpuBackend, json: bool) -> Result<()> {
     let cpu = selftest::run_cpu()?;
     let cpu_ok = cpu.iter().all(|(_, ok)| *ok);
-    let engine = match engine(backend) {
+    let engine = match GpuEngine::new(backend.gpu()) {
         Ok(e) => Some(e),
-        Err(e) if !json => {
-            eprintln!("note: {e}");
-            eprintln!("running the CPU codecs alone");
+        Err(e) => {
+            if !json {
+                match e.hint() {
+                    Some(hint) => eprintln!("note: {e} (hint: {hint})"),
+                    None => eprintln!("note: {e}"),
+                }
+                eprintln!("running the CPU codecs alone");
+            }
             None
         }
-        Err(_) => None,
     };
     let gpu = match &engine {
         Some(e) => selftest::run_gpu(e)?,
@@ -595,11 +594,7 @@ pub fn bench(args: &crate::args::BenchArgs) -> Result<()> {
     let (backend, all) = args.backend.gpu();
     let gpu_wanted = formats.iter().any(|&f| GpuEngine::supports(f));
     let adapters = if gpu_wanted {
-        match BenchAdapter::open(backend, all, args.wall) {
-            Ok(a) => a,
-            Err(Error::Gpu(e @ GpuError::NoAdapter { .. })) => bail!("{e}; {ADAPTER_HINT}"),
-            Err(e) => return Err(e.into()),
-        }
+        BenchAdapter::open(backend, all, args.wall)?
     } else {
         Vec::new()
     };
