@@ -144,7 +144,9 @@ pub fn get_scale_min_k4(j: usize, k: &[u8; 12]) -> (u8, u8) {
 /// codecs, so this folds to plain loads).
 #[inline(always)]
 pub fn bytes_at<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
-    std::array::from_fn(|i| b[off + i])
+    let mut a = [0; N];
+    a.copy_from_slice(&b[off..off + N]);
+    a
 }
 
 /// Runs a per-block decoder over the whole blocks of `src`, writing `ELEMS` values per block into
@@ -166,3 +168,28 @@ pub fn dequant_blocks<const BYTES: usize, const ELEMS: usize>(
         block(b, y);
     }
 }
+
+/// Defines a codec's `pub fn dequant_row(src: &[u8], dst: &mut [f32])`, compiled once per x86-64
+/// level — v3 (AVX2, FMA, F16C), v2 (SSE4.2) and the baseline — with the best one the CPU has
+/// picked at the first call (`multiversion`, runtime detection). Every version performs the same
+/// IEEE operations in the same order (Rust never fuses a multiply and an add), so the output is
+/// bit-identical on every CPU; only the width of the vector instructions differs.
+///
+/// `dequant_row!(dequant_block)` runs the format's block decoder over every whole block;
+/// `dequant_row!(|src, dst| { ... })` gives an element-wise body.
+macro_rules! dequant_row {
+    ($block:ident) => {
+        $crate::formats::common::dequant_row!(|src, dst| {
+            $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y))
+        });
+    };
+    (|$src:ident, $dst:ident| $body:block) => {
+        /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
+        #[multiversion::multiversion(targets(
+            "x86_64+avx+avx2+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
+            "x86_64+popcnt+sse3+sse4.1+sse4.2+ssse3",
+        ))]
+        pub fn dequant_row($src: &[u8], $dst: &mut [f32]) $body
+    };
+}
+pub(crate) use dequant_row;

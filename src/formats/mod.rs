@@ -209,3 +209,40 @@ impl std::fmt::Display for Format {
         f.write_str(self.name())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `dequant_row` runs the clone for the best instruction set this CPU has (see
+    /// `common::dequant_row!`); decoding block by block through `dequant_block` from a test runs
+    /// the same source compiled for the baseline. Both must give the same bits.
+    macro_rules! dispatched_row_equals_baseline_blocks {
+        ($(($name:ident, $id:literal, $($module:ident)::+)),* $(,)?) => {
+            #[test]
+            fn dispatched_row_equals_baseline_blocks() {
+                $({
+                    use $($module)::+ as codec;
+                    let format = Format::$name;
+                    for n_blocks in [1, 7, 300] {
+                        let src = crate::selftest::finite_blocks(format, n_blocks, 0xD15 + $id);
+                        let mut row = vec![0.0; n_blocks * codec::ELEMS];
+                        codec::dequant_row(&src, &mut row);
+                        let mut blocks = vec![[0.0; codec::ELEMS]; n_blocks];
+                        for (b, y) in src.chunks_exact(codec::BYTES).zip(&mut blocks) {
+                            codec::dequant_block(b.try_into().unwrap(), y);
+                        }
+                        let blocks = blocks.concat();
+                        for (i, (r, b)) in row.iter().zip(&blocks).enumerate() {
+                            assert!(
+                                r.to_bits() == b.to_bits() || (r.is_nan() && b.is_nan()),
+                                "{format} value {i} of {n_blocks} blocks: row {r:e}, block {b:e}"
+                            );
+                        }
+                    }
+                })*
+            }
+        };
+    }
+    for_each_format!(dispatched_row_equals_baseline_blocks);
+}

@@ -1,6 +1,6 @@
 //! BF16 (ggml id 30): 1 value in 2 bytes. Spec: formats.md §2.2. GPU twin: shaders/formats/bf16.wgsl
 
-use crate::formats::common::bf16_le;
+use crate::formats::common::{bf16_le, dequant_row};
 use crate::formats::field::Field;
 
 /// Elements per block.
@@ -17,11 +17,10 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     y[0] = bf16_le(b, 0);
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
+dequant_row!(|src, dst| {
     let (blocks, _) = src.as_chunks::<BYTES>();
     for (b, y) in blocks.iter().zip(dst.iter_mut()) {
         // Same as `bf16_le`, written as a shift so that the loop vectorises.
         *y = f32::from_bits((u16::from_le_bytes(*b) as u32) << 16);
     }
-}
+});

@@ -2,6 +2,7 @@
 //!
 //! ggml has no `to_float`; values are rounded to the nearest f32, ties to even (`as f32`).
 
+use crate::formats::common::dequant_row;
 use crate::formats::field::Field;
 
 /// Elements per block.
@@ -18,10 +19,9 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     y[0] = f64::from_le_bytes(*b) as f32;
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
+dequant_row!(|src, dst| {
     let (blocks, _) = src.as_chunks::<BYTES>();
     for (b, y) in blocks.iter().zip(dst.iter_mut()) {
         *y = f64::from_le_bytes(*b) as f32;
     }
-}
+});

@@ -3,7 +3,7 @@
 //!
 //! Decoded as OCP E4M3FN: sign bit 7, bias 7, subnormals at exponent 0, 0x7F / 0xFF are NaN.
 
-use crate::formats::common::e4m3_to_f32;
+use crate::formats::common::{dequant_row, e4m3_to_f32};
 use crate::formats::field::Field;
 
 /// Elements per block.
@@ -31,9 +31,8 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     y[0] = LUT[b[0] as usize];
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
+dequant_row!(|src, dst| {
     for (&b, y) in src.iter().zip(dst.iter_mut()) {
         *y = LUT[b as usize];
     }
-}
+});

@@ -1,6 +1,6 @@
 //! MXFP4 (ggml id 39): 32 values in 17 bytes. Spec: formats.md §4.25. GPU twin: shaders/formats/mxfp4.wgsl
 
-use crate::formats::common::{dequant_blocks, e8m0_half};
+use crate::formats::common::{dequant_row, e8m0_half};
 use crate::formats::field::{self, Field};
 use crate::formats::tables::KVALUES_FP4;
 
@@ -29,7 +29,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

@@ -1,6 +1,6 @@
 //! NVFP4 (ggml id 40): 64 values in 36 bytes. Spec: formats.md §4.26. GPU twin: shaders/formats/nvfp4.wgsl
 
-use crate::formats::common::{dequant_blocks, ue4m3_half};
+use crate::formats::common::{dequant_row, ue4m3_half};
 use crate::formats::field::{self, Field};
 use crate::formats::tables::KVALUES_FP4;
 
@@ -37,7 +37,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

@@ -1,6 +1,6 @@
 //! IQ1_M (ggml id 29): 256 values in 56 bytes. Spec: formats.md §4.20. GPU twin: shaders/formats/iq1_m.wgsl
 
-use crate::formats::common::{dequant_blocks, f16_bits, u16_le};
+use crate::formats::common::{dequant_row, f16_bits, u16_le};
 use crate::formats::field::{self, Field};
 use crate::formats::tables::IQ1S_GRID;
 
@@ -54,7 +54,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

@@ -1,6 +1,6 @@
 //! IQ1_S (ggml id 19): 256 values in 50 bytes. Spec: formats.md §4.19. GPU twin: shaders/formats/iq1_s.wgsl
 
-use crate::formats::common::{dequant_blocks, f16_le, u16_le};
+use crate::formats::common::{dequant_row, f16_le, u16_le};
 use crate::formats::field::{self, Field};
 use crate::formats::tables::IQ1S_GRID;
 
@@ -51,7 +51,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

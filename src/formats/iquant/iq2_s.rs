@@ -1,6 +1,6 @@
 //! IQ2_S (ggml id 22): 256 values in 82 bytes. Spec: formats.md §4.16. GPU twin: shaders/formats/iq2_s.wgsl
 
-use crate::formats::common::{dequant_blocks, f16_le};
+use crate::formats::common::{dequant_row, f16_le};
 use crate::formats::field::{self, Field};
 use crate::formats::tables::IQ2S_GRID;
 
@@ -57,7 +57,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

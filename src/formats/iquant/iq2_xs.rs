@@ -1,6 +1,6 @@
 //! IQ2_XS (ggml id 17): 256 values in 74 bytes. Spec: formats.md §4.15. GPU twin: shaders/formats/iq2_xs.wgsl
 
-use crate::formats::common::{dequant_blocks, f16_le, u16_le};
+use crate::formats::common::{dequant_row, f16_le, u16_le};
 use crate::formats::field::{self, Field};
 use crate::formats::tables::{IQ2XS_GRID, KSIGNS_IQ2XS};
 
@@ -50,7 +50,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

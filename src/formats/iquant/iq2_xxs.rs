@@ -1,6 +1,6 @@
 //! IQ2_XXS (ggml id 16): 256 values in 66 bytes. Spec: formats.md §4.14. GPU twin: shaders/formats/iq2_xxs.wgsl
 
-use crate::formats::common::{dequant_blocks, f16_le, u32_le};
+use crate::formats::common::{dequant_row, f16_le, u32_le};
 use crate::formats::field::{self, Field};
 use crate::formats::tables::{IQ2XXS_GRID, KSIGNS_IQ2XS};
 
@@ -45,7 +45,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

@@ -1,6 +1,6 @@
 //! IQ3_XXS (ggml id 18): 256 values in 98 bytes. Spec: formats.md §4.17. GPU twin: shaders/formats/iq3_xxs.wgsl
 
-use crate::formats::common::{dequant_blocks, f16_le, u32_le};
+use crate::formats::common::{dequant_row, f16_le, u32_le};
 use crate::formats::field::{self, Field};
 use crate::formats::tables::{IQ3XXS_GRID, KSIGNS_IQ2XS};
 
@@ -54,7 +54,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

@@ -1,6 +1,6 @@
 //! IQ4_XS (ggml id 23): 256 values in 136 bytes. Spec: formats.md §4.22. GPU twin: shaders/formats/iq4_xs.wgsl
 
-use crate::formats::common::{dequant_blocks, f16_le, u16_le};
+use crate::formats::common::{dequant_row, f16_le, u16_le};
 use crate::formats::field::{self, Field};
 use crate::formats::tables::KVALUES_IQ4NL;
 
@@ -47,7 +47,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

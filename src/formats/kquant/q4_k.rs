@@ -1,6 +1,6 @@
 //! Q4_K (ggml id 12): 256 values in 144 bytes. Spec: formats.md §4.11. GPU twin: shaders/formats/q4_k.wgsl
 
-use crate::formats::common::{bytes_at, dequant_blocks, f16_le, get_scale_min_k4};
+use crate::formats::common::{bytes_at, dequant_row, f16_le, get_scale_min_k4};
 use crate::formats::field::{self, Field};
 
 /// Elements per block.
@@ -67,7 +67,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     chunk::<3>(b, y, d, dmin, &k);
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

@@ -3,7 +3,7 @@
 //! ggml's activation format for k-quant dot products (not in `type_traits`); decoded as
 //! `dequantize_row_q8_K` does, `y = d * int8(qs)`. `bsums` is redundant and ignored.
 
-use crate::formats::common::{dequant_blocks, f32_le};
+use crate::formats::common::{dequant_row, f32_le};
 use crate::formats::field::{self, Field};
 
 /// Elements per block.
@@ -33,7 +33,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

@@ -1,6 +1,6 @@
 //! Q5_0 (ggml id 6): 32 values in 22 bytes. Spec: formats.md §4.4. GPU twin: shaders/formats/q5_0.wgsl
 
-use crate::formats::common::{dequant_blocks, f16_le, u32_le};
+use crate::formats::common::{dequant_row, f16_le, u32_le};
 use crate::formats::field::{self, Field};
 
 /// Elements per block.
@@ -37,7 +37,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

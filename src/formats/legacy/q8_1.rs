@@ -3,7 +3,7 @@
 //! ggml has no `to_float` for this activation format; the natural decode `int8(qs[j]) * d` is used
 //! and `s` (d × Σ qs, redundant) is ignored.
 
-use crate::formats::common::{dequant_blocks, f16_le};
+use crate::formats::common::{dequant_row, f16_le};
 use crate::formats::field::{self, Field};
 
 /// Elements per block.
@@ -33,7 +33,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);

@@ -1,6 +1,6 @@
 //! TQ1_0 (ggml id 34): 256 values in 54 bytes. Spec: formats.md §4.23. GPU twin: shaders/formats/tq1_0.wgsl
 
-use crate::formats::common::{dequant_blocks, f16_le};
+use crate::formats::common::{dequant_row, f16_le};
 use crate::formats::field::{self, Field};
 
 /// Elements per block.
@@ -67,7 +67,4 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-/// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
-pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
-    dequant_blocks(src, dst, dequant_block);
-}
+dequant_row!(dequant_block);
