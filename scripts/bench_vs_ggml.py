@@ -8,9 +8,9 @@ For each type: `cpu_throughput gen` writes random blocks (scale fields finite an
 `ggml_get_type_traits(type)->to_float` decodes them on one thread; `cpu_throughput run` times ours on
 one thread and on all threads and writes its f32 output, which is compared bit for bit with ggml's
 (NaN equals NaN). Every figure is the best of at least 5 calls and 0.5 s, in each of 3 rounds that
-alternate ours and ggml's, best round kept. Prints a markdown table; its
-last figure, the all-threads run's memory traffic (quantised bytes read + f32 bytes written per
-second), shows which types are bound by the machine's bandwidth rather than by the decoder.
+alternate ours and ggml's, best round kept. Prints a markdown table; its last figure, the all-threads
+run's memory traffic (quantised bytes read + f32 bytes written per second), shows which types are
+bound by the machine's bandwidth rather than by the decoder.
 """
 import ctypes
 import os
@@ -91,17 +91,18 @@ def main():
             traits = lib.ggml_get_type_traits(tid).contents if tid < 43 else None
             to_float = TO_FLOAT(traits.to_float) if traits and traits.to_float else None
             src = np.fromfile(src_path, dtype=np.uint8)
+            n = N_VALUES
+            dst = np.empty(n, dtype=np.float32)
+            sp = src.ctypes.data_as(ctypes.c_void_p)
+            dp = dst.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
             one = allt = 0.0
             ggml_gbs = None
             for _ in range(ROUNDS):
                 run = subprocess.run([exe, "run", name, src_path, out_path], check=True,
                                      capture_output=True, text=True).stdout.split()
-                n = int(run[1])
+                assert int(run[1]) == n
                 one, allt = max(one, float(run[2])), max(allt, float(run[3]))
                 if to_float:
-                    dst = np.empty(n, dtype=np.float32)
-                    sp = src.ctypes.data_as(ctypes.c_void_p)
-                    dp = dst.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
                     t = best_time(lambda: to_float(sp, dp, n))
                     ggml_gbs = max(ggml_gbs or 0.0, n * 4 / 1e9 / t)
             ours = np.fromfile(out_path, dtype=np.float32)

@@ -179,6 +179,9 @@ pub fn dequant_blocks<const BYTES: usize, const ELEMS: usize>(
 /// `dequant_row!(|src, dst| { ... })` gives an element-wise body.
 macro_rules! dequant_row {
     ($block:ident) => {
+        // A closure, not the fn item itself: each clone then gets its own closure, which LLVM
+        // inlines; a fn item would go through one `Fn::call` shim shared by all clones, called
+        // out of line per block.
         $crate::formats::common::dequant_row!(|src, dst| {
             $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y))
         });

@@ -233,12 +233,17 @@ mod tests {
                             codec::dequant_block(b.try_into().unwrap(), y);
                         }
                         let blocks = blocks.concat();
-                        for (i, (r, b)) in row.iter().zip(&blocks).enumerate() {
-                            assert!(
-                                r.to_bits() == b.to_bits() || (r.is_nan() && b.is_nan()),
-                                "{format} value {i} of {n_blocks} blocks: row {r:e}, block {b:e}"
-                            );
-                        }
+                        let c = crate::verify::compare(
+                            crate::DType::F32,
+                            bytemuck::cast_slice(&row),
+                            bytemuck::cast_slice(&blocks),
+                        );
+                        assert_eq!(c.n_values, row.len() as u64);
+                        assert_eq!(
+                            c.mismatches, 0,
+                            "{format}, {n_blocks} blocks: first differing value {:?}",
+                            c.first_mismatch
+                        );
                     }
                 })*
             }
