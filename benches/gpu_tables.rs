@@ -315,8 +315,8 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let backends = match Backend::from_env() {
-        Ok(Some(b)) => vec![b],
+    let backends = match std::env::var("GGUF_DEQUANT_BACKEND").map(|s| s.parse::<Backend>()) {
+        Ok(Ok(b)) => vec![b],
         _ => vec![Backend::Vulkan, Backend::Gl],
     };
     for b in backends {

@@ -9,8 +9,8 @@ use crate::gpu::GpuError;
 /// How to get a GPU adapter: the hint of [`Error::hint`] for a missing or unusable adapter.
 pub const NO_ADAPTER_HINT: &str =
     "install a Vulkan or GL driver (e.g. Mesa's lavapipe: Debian/Ubuntu \
-     apt-get install mesa-vulkan-drivers) or pick another backend with \
-     GGUF_DEQUANT_BACKEND=vulkan|gl|metal|dx12; `gguf-dequant adapters` lists what wgpu sees";
+     apt-get install mesa-vulkan-drivers) or pick another backend \
+     (the command line's --backend or GGUF_DEQUANT_BACKEND); `gguf-dequant adapters` lists what wgpu sees";
 
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -89,6 +89,9 @@ pub enum Error {
         /// What they were for.
         what: String,
     },
+    /// A backend name that is not one of [`crate::Backend`]'s.
+    #[error("unknown backend `{0}` (expected auto, all, vulkan, gl, metal, dx12 or cpu)")]
+    UnknownBackend(String),
     /// A GPU failure (adapter, device, shader, buffer, timeout): see [`GpuError`].
     #[error(transparent)]
     Gpu(#[from] GpuError),

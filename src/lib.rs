@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod backend;
 pub mod bench;
 pub mod cpu;
 pub mod dequant;
@@ -38,6 +39,7 @@ pub mod selftest;
 pub mod service;
 pub mod verify;
 
+pub use backend::Backend;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use formats::Format;

@@ -1,9 +1,10 @@
-//! `GGUF_DEQUANT_BACKEND` steers `Backend::Auto`; an explicit backend wins; a bad name and a
-//! backend with no adapter are typed errors, not panics. One test (the variable is process-wide).
+//! An explicit backend picks its API, whatever `GGUF_DEQUANT_BACKEND` says (the command line reads
+//! that variable, the library does not); a backend with no adapter is a typed error, not a panic.
+//! One test (the variable is process-wide).
 
 mod gpu_support;
 
-use gguf_dequant::gpu::{list_adapters, Backend, GpuEngine, GpuError, BACKEND_ENV};
+use gguf_dequant::gpu::{list_adapters, Backend, GpuEngine, GpuError};
 
 #[test]
 fn backend_env_variable_and_missing_backends() {
@@ -16,31 +17,24 @@ fn backend_env_variable_and_missing_backends() {
             .collect::<Vec<_>>()
     );
 
-    std::env::set_var(BACKEND_ENV, "bogus");
-    let err = GpuEngine::new(Backend::Auto).unwrap_err();
-    assert!(
-        matches!(err, gguf_dequant::Error::Gpu(GpuError::UnknownBackend(_))),
-        "{err}"
-    );
-
-    for (name, want) in [("gl", wgpu::Backend::Gl), ("Vulkan", wgpu::Backend::Vulkan)] {
-        std::env::set_var(BACKEND_ENV, name);
-        let test = format!("GGUF_DEQUANT_BACKEND={name}");
-        if let Some(engine) = gpu_support::engine(
-            Backend::Auto,
-            &test,
-            gguf_dequant::gpu::EngineOptions::default(),
-        ) {
-            assert_eq!(engine.adapter_info().backend, want);
-        }
+    // The library reads no environment variable: a bogus GGUF_DEQUANT_BACKEND changes nothing.
+    std::env::set_var("GGUF_DEQUANT_BACKEND", "bogus");
+    if let Some(engine) =
+        gpu_support::engine(Backend::Vulkan, "explicit vulkan", Default::default())
+    {
+        assert_eq!(engine.adapter_info().backend, wgpu::Backend::Vulkan);
     }
-    // An explicit backend ignores the variable.
-    std::env::set_var(BACKEND_ENV, "bogus");
     if let Some(engine) = gpu_support::engine(Backend::Gl, "explicit gl", Default::default()) {
         assert_eq!(engine.adapter_info().backend, wgpu::Backend::Gl);
     }
-    std::env::remove_var(BACKEND_ENV);
+    std::env::remove_var("GGUF_DEQUANT_BACKEND");
 
+    // The CPU is no GPU backend.
+    let err = GpuEngine::new(Backend::Cpu).unwrap_err();
+    assert!(
+        matches!(err, gguf_dequant::Error::Gpu(GpuError::NoAdapter { .. })),
+        "{err}"
+    );
     // Metal and DX12 do not exist on Linux: a typed error naming what was seen.
     if cfg!(target_os = "linux") {
         for b in [Backend::Metal, Backend::Dx12] {

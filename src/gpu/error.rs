@@ -6,9 +6,6 @@ use crate::{DType, Format};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GpuError {
-    /// A backend name that is not `auto`, `vulkan`, `gl`, `metal` or `dx12`.
-    #[error("unknown GPU backend `{0}` (expected auto, vulkan, gl, metal or dx12)")]
-    UnknownBackend(String),
     /// No adapter of the requested backend can run compute shaders.
     #[error("no {backend} GPU adapter with compute shaders found (adapters seen: {seen})")]
     NoAdapter {

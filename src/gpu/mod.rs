@@ -5,7 +5,7 @@
 //! use gguf_dequant::gpu::{Backend, GpuEngine};
 //! use gguf_dequant::{DType, Format};
 //! # fn main() -> gguf_dequant::Result<()> {
-//! let engine = GpuEngine::new(Backend::Auto)?; // or GGUF_DEQUANT_BACKEND=vulkan|gl|metal|dx12
+//! let engine = GpuEngine::new(Backend::Auto)?; // or Backend::Vulkan, Gl, Metal, Dx12
 //! let raw = vec![0u8; 18 * 4]; // four Q4_0 blocks, e.g. `file.tensor_data(info)`
 //! if GpuEngine::supports(Format::Q4_0) {
 //!     let f32_le_bytes = engine.dequant(Format::Q4_0, &raw, DType::F32)?;
@@ -40,7 +40,6 @@ pub mod timing;
 pub mod upload;
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,106 +47,8 @@ pub use error::GpuError;
 pub use pipelines::{PipelineKey, Variant};
 pub use upload::{plan_windows, WindowPlan};
 
+pub use crate::Backend;
 use crate::{DType, Error, Format, Result};
-
-/// The environment variable that picks the backend when [`Backend::Auto`] is asked for.
-pub const BACKEND_ENV: &str = "GGUF_DEQUANT_BACKEND";
-
-/// Which graphics API to run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Backend {
-    /// The best adapter of any backend (discrete > integrated > virtual > CPU; Vulkan, Metal and
-    /// DX12 before GL), unless [`BACKEND_ENV`] names one.
-    #[default]
-    Auto,
-    /// Vulkan (lavapipe counts).
-    Vulkan,
-    /// OpenGL / GLES 3.1+ through EGL (llvmpipe counts).
-    Gl,
-    /// Metal.
-    Metal,
-    /// Direct3D 12.
-    Dx12,
-}
-
-impl Backend {
-    /// Every backend, `Auto` first.
-    pub const ALL: [Backend; 5] = [
-        Backend::Auto,
-        Backend::Vulkan,
-        Backend::Gl,
-        Backend::Metal,
-        Backend::Dx12,
-    ];
-
-    /// Lower-case name (`auto`, `vulkan`, `gl`, `metal`, `dx12`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Backend::Auto => "auto",
-            Backend::Vulkan => "vulkan",
-            Backend::Gl => "gl",
-            Backend::Metal => "metal",
-            Backend::Dx12 => "dx12",
-        }
-    }
-
-    /// The wgpu backends this selects.
-    pub fn wgpu_backends(self) -> wgpu::Backends {
-        match self {
-            Backend::Auto => {
-                wgpu::Backends::VULKAN
-                    | wgpu::Backends::METAL
-                    | wgpu::Backends::DX12
-                    | wgpu::Backends::GL
-            }
-            Backend::Vulkan => wgpu::Backends::VULKAN,
-            Backend::Gl => wgpu::Backends::GL,
-            Backend::Metal => wgpu::Backends::METAL,
-            Backend::Dx12 => wgpu::Backends::DX12,
-        }
-    }
-
-    /// The backend named by [`BACKEND_ENV`], if it is set and not empty.
-    pub fn from_env() -> Result<Option<Backend>> {
-        match std::env::var(BACKEND_ENV) {
-            Ok(s) if !s.trim().is_empty() => match s.trim().parse() {
-                Ok(b) => Ok(Some(b)),
-                Err(_) => Err(GpuError::UnknownBackend(format!("{BACKEND_ENV}={s}")).into()),
-            },
-            _ => Ok(None),
-        }
-    }
-
-    /// `self`, or for `Auto` the backend [`BACKEND_ENV`] names (still `Auto` when unset).
-    pub fn resolve(self) -> Result<Backend> {
-        match self {
-            Backend::Auto => Ok(Backend::from_env()?.unwrap_or(Backend::Auto)),
-            b => Ok(b),
-        }
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Backend {
-    type Err = Error;
-
-    /// Case-insensitive; also accepts `vk`, `gles`, `opengl`, `mtl`, `d3d12`.
-    fn from_str(s: &str) -> Result<Backend> {
-        Ok(match s.trim().to_ascii_lowercase().as_str() {
-            "auto" => Backend::Auto,
-            "vulkan" | "vk" => Backend::Vulkan,
-            "gl" | "gles" | "opengl" => Backend::Gl,
-            "metal" | "mtl" => Backend::Metal,
-            "dx12" | "d3d12" => Backend::Dx12,
-            _ => return Err(GpuError::UnknownBackend(s.to_string()).into()),
-        })
-    }
-}
 
 /// Tuning and test knobs of a [`GpuEngine`].
 #[derive(Clone, Debug)]
@@ -319,15 +220,13 @@ pub fn list_adapters() -> Vec<AdapterDetails> {
 }
 
 impl GpuEngine {
-    /// Picks the best adapter of `backend` ([`Backend::Auto`] honours [`BACKEND_ENV`]) and creates
-    /// a device with the adapter's own limits.
+    /// Picks the best adapter of `backend` and creates a device with the adapter's own limits.
     pub fn new(backend: Backend) -> Result<GpuEngine> {
         GpuEngine::with_options(backend, EngineOptions::default())
     }
 
     /// [`GpuEngine::new`] with options.
     pub fn with_options(backend: Backend, options: EngineOptions) -> Result<GpuEngine> {
-        let backend = backend.resolve()?;
         let (usable, seen) = adapters(backend.wgpu_backends());
         let Some(adapter) = usable.into_iter().next() else {
             let seen = if seen.is_empty() {
@@ -768,18 +667,6 @@ mod tests {
     fn engine_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<GpuEngine>();
-    }
-
-    #[test]
-    fn backend_names_round_trip() {
-        for b in Backend::ALL {
-            assert_eq!(b.name().parse::<Backend>().unwrap(), b);
-            assert_eq!(b.name().to_uppercase().parse::<Backend>().unwrap(), b);
-        }
-        assert!(matches!(
-            "cuda".parse::<Backend>(),
-            Err(Error::Gpu(GpuError::UnknownBackend(_)))
-        ));
     }
 
     #[test]

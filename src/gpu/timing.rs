@@ -52,11 +52,10 @@ impl fmt::Display for Timing {
     }
 }
 
-/// The adapters of `backend` that run compute shaders, best first ([`Backend::Auto`] honours
-/// [`super::BACKEND_ENV`]). With `all == false` only the best one (what [`GpuEngine::new`]
+/// The adapters of `backend` that run compute shaders, best first. With `all == false` only the
+/// best one (what [`GpuEngine::new`]
 /// picks). No adapter is [`GpuError::NoAdapter`].
 pub fn compute_adapters(backend: Backend, all: bool) -> Result<Vec<wgpu::Adapter>> {
-    let backend = if all { backend } else { backend.resolve()? };
     let (mut usable, seen) = adapters(backend.wgpu_backends());
     if usable.is_empty() {
         let seen = if seen.is_empty() {

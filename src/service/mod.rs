@@ -570,8 +570,7 @@ fn open_direct(file: &GgufFile) -> Result<std::fs::File> {
 }
 
 impl WeightLoader {
-    /// A loader on the best adapter of `backend` ([`Backend::Auto`] honours
-    /// [`crate::gpu::BACKEND_ENV`]), with default options.
+    /// A loader on the best adapter of `backend`, with default options.
     pub fn new(backend: Backend) -> Result<WeightLoader> {
         Ok(WeightLoader::with_engine(
             Arc::new(GpuEngine::new(backend)?),

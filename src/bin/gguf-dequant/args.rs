@@ -235,7 +235,7 @@ impl Backend {
     /// The GPU backend, or `None` for the CPU.
     pub fn gpu(self) -> Option<gpu::Backend> {
         match self {
-            Backend::Auto => Some(GpuBackend::Auto.gpu()),
+            Backend::Auto => Some(gpu::Backend::Auto),
             Backend::Vulkan => Some(GpuBackend::Vulkan.gpu()),
             Backend::Gl => Some(GpuBackend::Gl.gpu()),
             Backend::Metal => Some(GpuBackend::Metal.gpu()),

@@ -49,9 +49,31 @@ fn describe(engine: &GpuEngine) -> String {
     format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
 }
 
+/// The environment variable that picks the backend when `--backend auto` is given.
+const BACKEND_ENV: &str = "GGUF_DEQUANT_BACKEND";
+
+/// The backend [`BACKEND_ENV`] names, if it is set and not empty.
+fn env_backend() -> Result<Option<gpu::Backend>> {
+    match std::env::var(BACKEND_ENV) {
+        Ok(s) if !s.trim().is_empty() => match s.trim().parse() {
+            Ok(b) => Ok(Some(b)),
+            Err(_) => Err(Error::UnknownBackend(format!("{BACKEND_ENV}={s}")).into()),
+        },
+        _ => Ok(None),
+    }
+}
+
+/// `backend`, or for `auto` the backend [`BACKEND_ENV`] names.
+fn resolve(backend: gpu::Backend) -> Result<gpu::Backend> {
+    match backend {
+        gpu::Backend::Auto => Ok(env_backend()?.unwrap_or(gpu::Backend::Auto)),
+        b => Ok(b),
+    }
+}
+
 /// The engine of `backend` (a missing adapter is a typed error whose hint `main` prints).
 fn engine(backend: GpuBackend) -> Result<GpuEngine> {
-    Ok(GpuEngine::new(backend.gpu())?)
+    Ok(GpuEngine::new(resolve(backend.gpu())?)?)
 }
 
 /// The engine for `backend`, or `None` for the CPU codecs. `auto` without any adapter falls back to
@@ -61,7 +83,7 @@ fn decoder_engine(backend: Backend, announce: bool) -> Result<Option<GpuEngine>>
     let Some(gpu_backend) = backend.gpu() else {
         return Ok(None);
     };
-    match GpuEngine::new(gpu_backend) {
+    match GpuEngine::new(resolve(gpu_backend)?) {
         Ok(engine) => {
             if announce {
                 eprintln!("using {}", describe(&engine));
@@ -69,7 +91,7 @@ fn decoder_engine(backend: Backend, announce: bool) -> Result<Option<GpuEngine>>
             Ok(Some(engine))
         }
         Err(Error::Gpu(GpuError::NoAdapter { .. }))
-            if backend == Backend::Auto && gpu::Backend::from_env()?.is_none() =>
+            if backend == Backend::Auto && env_backend()?.is_none() =>
         {
             if announce {
                 eprintln!("note: no GPU adapter found; decoding with the CPU codecs");
@@ -195,7 +217,7 @@ pub fn adapters(json: bool) -> Result<()> {
 pub fn selftest(backend: GpuBackend, json: bool) -> Result<()> {
     let cpu = selftest::run_cpu()?;
     let cpu_ok = cpu.iter().all(|(_, ok)| *ok);
-    let engine = match GpuEngine::new(backend.gpu()) {
+    let engine = match GpuEngine::new(resolve(backend.gpu())?) {
         Ok(e) => Some(e),
         Err(e) => {
             if !json {
@@ -592,6 +614,7 @@ pub fn bench(args: &crate::args::BenchArgs) -> Result<()> {
     }
     let json_stdout = args.json.as_deref() == Some(Path::new("-"));
     let (backend, all) = args.backend.gpu();
+    let backend = if all { backend } else { resolve(backend)? };
     let gpu_wanted = formats.iter().any(|&f| GpuEngine::supports(f));
     let adapters = if gpu_wanted {
         BenchAdapter::open(backend, all, args.wall)?
