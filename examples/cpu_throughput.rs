@@ -44,7 +44,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("run") if args.len() == 3 || args.len() == 4 => {
             let f = format(&args[1])?;
             let src = std::fs::read(&args[2])?;
-            let n = cpu::n_values(f, src.len())?;
+            let n = f
+                .values_for(src.len())
+                .ok_or("not a whole number of blocks")?;
             let mut dst = vec![0.0f32; n];
             let gb = (n * 4) as f64 / 1e9;
             let one = best_time(|| cpu::dequant_into(f, &src, &mut dst).expect("sizes"));

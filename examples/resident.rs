@@ -12,11 +12,8 @@
 
 use std::path::PathBuf;
 
-use gguf_dequant::gpu::{Backend, GpuEngine};
-use gguf_dequant::service::{
-    peak_rss_bytes, LoadOptions, Residency, Selection, Source, WeightLoader,
-};
-use gguf_dequant::{cpu, DType, GgufFile};
+use gguf_dequant::gpu::loader::{peak_rss_bytes, LoadOptions, Residency, Source, WeightLoader};
+use gguf_dequant::{cpu, Backend, DType, GgufFile, Selection};
 
 const ROW_SUM: &str = "
 @group(0) @binding(0) var<storage, read> weights: array<f32>;
@@ -107,23 +104,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => resident
             .tensors()
             .iter()
-            .find(|t| t.dims.len() == 2 && GpuEngine::supports(t.format))
+            .find(|t| t.dims.len() == 2 && t.format.has_shader())
             .ok_or("no 2-D tensor")?,
     };
     let row_len = t.dims[0];
     let row_index = t.n_elements / row_len / 2; // a row from the middle
-    let part = t
-        .parts
-        .iter()
-        .find(|p| p.elements.contains(&(row_index * row_len)))
-        .ok_or("row outside the tensor")?;
-    // Bind just the row (a whole tensor may exceed the storage-binding limit): from its first
-    // byte rounded down to the offset alignment.
-    let row_byte = part.range.start + (row_index * row_len - part.elements.start) * 4;
-    let align = loader.engine().offset_alignment();
-    let bind_offset = row_byte / align * align;
-    let bind_size = row_byte - bind_offset + row_len * 4;
-    let start = ((row_byte - bind_offset) / 4) as u32;
+                                                // Bind just the row (a whole tensor may exceed the storage-binding limit, or be split over
+                                                // several buffers): the loader says which part holds it, from which aligned offset, and at
+                                                // which value of the binding the row starts.
+    let row = row_index * row_len..(row_index + 1) * row_len;
+    let binding = t.bind_elements(row, loader.engine().offset_alignment())?;
+    let start = binding.skip_elements.ok_or("a dequantised tensor")? as u32;
 
     let device = loader.device();
     let queue = loader.queue();
@@ -165,11 +156,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         entries: &[
             wgpu::BindGroupEntry {
                 binding: 0,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &part.buffer,
-                    offset: bind_offset,
-                    size: wgpu::BufferSize::new(bind_size),
-                }),
+                resource: binding.resource(),
             },
             wgpu::BindGroupEntry {
                 binding: 1,

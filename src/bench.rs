@@ -38,8 +38,9 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use crate::formats::field::FieldKind;
-use crate::gpu::timing::{self, GpuTimer, Timing};
-use crate::gpu::{upload, Backend, DequantJob, EngineOptions, GpuEngine, GpuError};
+use crate::gpu::timing::{GpuTimer, Timing};
+use crate::gpu::{compute_adapters, windows, DequantJob, EngineOptions, GpuEngine, GpuError};
+use crate::Backend;
 use crate::{cpu, DType, Error, Format, Result};
 
 /// Default number of timed runs per measurement.
@@ -91,7 +92,7 @@ pub fn gpu_formats() -> Vec<Format> {
     Format::ALL
         .iter()
         .copied()
-        .filter(|&f| GpuEngine::supports(f))
+        .filter(|&f| f.has_shader())
         .collect()
 }
 
@@ -109,10 +110,14 @@ impl BenchAdapter {
     /// Opens every compute adapter of `backend` (`all`), or the best one; `wall` times with the
     /// wall clock even where the adapter has timestamp queries.
     pub fn open(backend: Backend, all: bool, wall: bool) -> Result<Vec<BenchAdapter>> {
-        timing::compute_adapters(backend, all)?
+        let mut adapters = compute_adapters(backend)?;
+        if !all {
+            adapters.truncate(1);
+        }
+        adapters
             .iter()
             .map(|a| {
-                let engine = timing::engine_with_timestamps(a, EngineOptions::default())?;
+                let engine = GpuEngine::from_adapter(a, EngineOptions::default())?;
                 let timer = if wall {
                     GpuTimer::wall()
                 } else {
@@ -247,7 +252,7 @@ pub fn run(
         .formats
         .iter()
         .copied()
-        .filter(|&f| GpuEngine::supports(f))
+        .filter(|&f| f.has_shader())
         .collect();
     let pairs = (config.formats.len() * config.dtypes.len()) as u64;
     let total =
@@ -315,7 +320,7 @@ pub fn run(
             }
         }
     }
-    for &format in config.formats.iter().filter(|&&f| !GpuEngine::supports(f)) {
+    for &format in config.formats.iter().filter(|&&f| !f.has_shader()) {
         for &dtype in &config.dtypes {
             let (cpu_1t, cpu_mt) = cpu_of(format, dtype);
             results.push(BenchResult {
@@ -428,7 +433,7 @@ impl<'a> GpuCase<'a> {
         let engine = &adapter.engine;
         engine.prepare(format, dtype)?;
         let n_blocks = cpu::n_values(format, blocks.len())? as u64 / format.block_elems() as u64;
-        let (src_len, dst_len) = upload::padded(format, n_blocks, dtype.size() as u64);
+        let (src_len, dst_len) = windows::padded(format, n_blocks, dtype.size() as u64);
         let storage = wgpu::BufferUsages::STORAGE;
         Ok(GpuCase {
             adapter,

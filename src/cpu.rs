@@ -24,18 +24,12 @@ const PARALLEL_MIN_VALUES: usize = 1 << 16;
 const _: () =
     assert!(SCRATCH_VALUES.is_multiple_of(256) && TASK_VALUES.is_multiple_of(SCRATCH_VALUES));
 
-/// Number of values that `n_bytes` of `format` decode to, or [`Error::PartialBlock`] when
-/// `n_bytes` is not a whole number of blocks.
-pub fn n_values(format: Format, n_bytes: usize) -> Result<usize> {
-    let spec = format.spec();
-    if !n_bytes.is_multiple_of(spec.bytes) {
-        return Err(Error::PartialBlock {
-            format,
-            len: n_bytes,
-            block_bytes: spec.bytes,
-        });
-    }
-    Ok(n_bytes / spec.bytes * spec.elems)
+/// [`Format::values_for`], or [`Error::PartialBlock`] when `n_bytes` is not a whole number of
+/// blocks.
+pub(crate) fn n_values(format: Format, n_bytes: usize) -> Result<usize> {
+    format
+        .values_for(n_bytes)
+        .ok_or_else(|| Error::partial_block(format, n_bytes))
 }
 
 /// Decode whole blocks into a caller's slice; no allocation; single thread.
@@ -91,7 +85,7 @@ pub fn dequant_into_with(
 /// Decode a whole tensor on all cores into bytes of `dtype`: little-endian f32, f16 or bf16, the
 /// f16/bf16 values being the round-to-nearest-even of the f32 result.
 ///
-/// `dst.len()` must be `n_values(format, src.len()) * dtype.size()`; otherwise
+/// `dst.len()` must be `format.values_for(src.len()) * dtype.size()`; otherwise
 /// [`Error::DestinationSize`] reports the values `dst` holds (`dst.len() / dtype.size()`).
 pub fn dequant_to_bytes(format: Format, src: &[u8], dtype: DType, dst: &mut [u8]) -> Result<()> {
     dequant_to_bytes_with(format, src, dtype, dst, None)

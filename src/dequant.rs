@@ -25,7 +25,7 @@ impl Decoder<'_> {
     /// CPU codecs did it (always for [`Decoder::Cpu`], for formats without a shader on the GPU).
     pub fn decode(&self, format: Format, src: &[u8], dtype: DType) -> Result<(Vec<u8>, bool)> {
         match self {
-            Decoder::Gpu(engine) if GpuEngine::supports(format) => {
+            Decoder::Gpu(engine) if format.has_shader() => {
                 Ok((engine.dequant(format, src, dtype)?, false))
             }
             _ => {

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
+use crate::dtype::DType;
 use crate::formats::Format;
 use crate::gguf::GgufError;
-use crate::gpu::GpuError;
 
 /// How to get a GPU adapter: the hint of [`Error::hint`] for a missing or unusable adapter.
 pub const NO_ADAPTER_HINT: &str =
@@ -115,6 +115,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// [`Error::PartialBlock`] for `len` bytes of `format`.
+    pub fn partial_block(format: Format, len: usize) -> Error {
+        Error::PartialBlock {
+            format,
+            len,
+            block_bytes: format.block_bytes(),
+        }
+    }
+
     /// A one-line suggestion for what to do about this error, where there is a useful one (out of
     /// GPU memory, device lost, no adapter, a file that changed, a tensor not found).
     pub fn hint(&self) -> Option<&'static str> {
@@ -147,4 +156,99 @@ impl Error {
             _ => return None,
         })
     }
+}
+
+/// A GPU failure, wrapped by [`crate::Error::Gpu`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GpuError {
+    /// No adapter of the requested backend can run compute shaders.
+    #[error("no {backend} GPU adapter with compute shaders found (adapters seen: {seen})")]
+    NoAdapter {
+        /// The backend asked for.
+        backend: String,
+        /// The adapters that were found but not usable, or `none`.
+        seen: String,
+    },
+    /// The adapter refused to create a device.
+    #[error("{adapter}: requesting a device failed: {reason}")]
+    RequestDevice {
+        /// The adapter's name and backend.
+        adapter: String,
+        /// wgpu's reason.
+        reason: String,
+    },
+    /// The format (or output dtype) has no GPU shader; decode it on the CPU.
+    #[error("{format} to {dtype} has no GPU shader (decode it on the CPU)")]
+    Unsupported {
+        /// The format.
+        format: Format,
+        /// The output dtype.
+        dtype: DType,
+    },
+    /// A wgpu validation error: a bug in the engine, or a caller buffer that breaks the rules.
+    #[error("GPU validation error while {what}: {message}")]
+    Validation {
+        /// What the engine was doing.
+        what: String,
+        /// wgpu's description.
+        message: String,
+    },
+    /// The device ran out of memory.
+    #[error("GPU out of memory while {what}: {message}")]
+    OutOfMemory {
+        /// What the engine was doing.
+        what: String,
+        /// wgpu's description.
+        message: String,
+    },
+    /// An internal error of wgpu or the driver (e.g. a shader the driver failed to compile).
+    #[error("GPU internal error while {what}: {message}")]
+    Internal {
+        /// What the engine was doing.
+        what: String,
+        /// wgpu's description.
+        message: String,
+    },
+    /// An error that no error scope caught, recorded by the uncaptured-error handler.
+    #[error("GPU error: {0}")]
+    Uncaptured(String),
+    /// The device was lost (driver reset, removal, or destroyed).
+    #[error("GPU device lost: {0}")]
+    DeviceLost(String),
+    /// The GPU did not finish within the engine's timeout.
+    #[error("GPU work did not finish within {0:?}")]
+    Timeout(std::time::Duration),
+    /// Mapping a readback buffer failed.
+    #[error("mapping a GPU readback buffer failed: {0}")]
+    Map(String),
+    /// The binding-size limit is too small for even one window of the format.
+    #[error("{format}: a storage binding of {limit} bytes cannot hold one aligned window of {step_blocks} blocks")]
+    LimitTooSmall {
+        /// The format.
+        format: Format,
+        /// The binding-size limit in use.
+        limit: u64,
+        /// The smallest window that keeps offsets aligned, in blocks.
+        step_blocks: u64,
+    },
+    /// Device limits (or forced ones) that no window plan can satisfy: an offset alignment of 0,
+    /// or one so large that the step of aligned blocks does not fit in 64 bits.
+    #[error("unusable GPU limits: {0}")]
+    InvalidLimits(String),
+    /// A request that cannot fit the device's limits whatever is split: one aligned run of
+    /// blocks needs a bigger buffer than the largest allowed. Reported before anything is
+    /// allocated or sent.
+    #[error("{what}: needs a buffer of {bytes} bytes, more than the limit of {limit} bytes")]
+    TooLarge {
+        /// What needed the buffer.
+        what: String,
+        /// Bytes of the smallest buffer that would do.
+        bytes: u64,
+        /// The buffer-size limit in use.
+        limit: u64,
+    },
+    /// A caller-owned buffer or offset breaks a rule of `GpuEngine::record`.
+    #[error("invalid dequant job: {0}")]
+    InvalidJob(String),
 }

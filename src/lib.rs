@@ -5,8 +5,8 @@
 //! * [`formats`] is the registry of all 36 live ggml tensor types with their CPU codecs.
 //! * [`cpu`] drives the codecs over whole tensors, on all cores.
 //! * [`output`] writes decoded tensors as safetensors, `.npy` or raw little-endian files.
-//! * [`gpu`] dequantises on the GPU; [`service`] streams tensors into GPU-resident buffers for
-//!   inference engines (raw or dequantised, on the library's adapter or the caller's device).
+//! * [`gpu`] dequantises on the GPU; [`gpu::loader`] streams tensors into GPU-resident buffers
+//!   for inference engines (raw or dequantised, on the library's adapter or the caller's device).
 //!
 //! ```no_run
 //! use gguf_dequant::{cpu, GgufFile};
@@ -32,11 +32,12 @@ pub mod dtype;
 pub mod error;
 pub mod formats;
 pub mod gguf;
+#[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod inspect;
 pub mod output;
+pub mod select;
 pub mod selftest;
-pub mod service;
 pub mod verify;
 
 pub use backend::Backend;
@@ -44,3 +45,4 @@ pub use dtype::DType;
 pub use error::{Error, Result};
 pub use formats::Format;
 pub use gguf::GgufFile;
+pub use select::Selection;

@@ -4,11 +4,15 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::formats::field::FieldKind;
+use crate::formats::sample::finite_blocks;
 use crate::formats::Format;
+#[cfg(feature = "gpu")]
 use crate::gpu::GpuEngine;
+#[cfg(feature = "gpu")]
 use crate::verify::{self, Comparison};
-use crate::{cpu, DType, Result};
+#[cfg(feature = "gpu")]
+use crate::DType;
+use crate::{cpu, Result};
 
 /// Blocks of each block format in the sample: odd, so that no format's blocks pair up evenly.
 pub const SAMPLE_BLOCKS: usize = 7;
@@ -38,41 +42,8 @@ pub fn sample_blocks(format: Format) -> Vec<u8> {
     )
 }
 
-/// `n_blocks` pseudo-random blocks of `format` (splitmix64 from `seed`) whose f16 and f32 scale
-/// fields are finite, as ggml's validator requires of real files. One-value formats keep every bit
-/// pattern, NaN and Inf included.
-pub fn finite_blocks(format: Format, n_blocks: usize, seed: u64) -> Vec<u8> {
-    let spec = format.spec();
-    let mut state = seed;
-    let len = n_blocks * spec.bytes;
-    let mut bytes = Vec::with_capacity(len + 8);
-    while bytes.len() < len {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        bytes.extend_from_slice(&z.to_le_bytes());
-    }
-    bytes.truncate(len);
-    for block in bytes.chunks_exact_mut(spec.bytes) {
-        for field in spec.fields {
-            // Clearing the exponent's second-highest bit turns an all-ones exponent (Inf/NaN)
-            // into a finite one.
-            let high = match field.kind {
-                FieldKind::F16 => field.offset + 1,
-                FieldKind::F32 => field.offset + 3,
-                _ => continue,
-            };
-            if let Some(b) = block.get_mut(high) {
-                *b &= !0x40;
-            }
-        }
-    }
-    bytes
-}
-
 /// The sample of one format on the GPU against the CPU codecs.
+#[cfg(feature = "gpu")]
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuSample {
     /// The format.
@@ -83,6 +54,7 @@ pub struct GpuSample {
     pub f16: Comparison,
 }
 
+#[cfg(feature = "gpu")]
 impl GpuSample {
     /// Both outputs bit-identical.
     pub fn ok(&self) -> bool {
@@ -91,10 +63,10 @@ impl GpuSample {
 }
 
 /// Runs the sample of every format with a shader on `engine`.
+#[cfg(feature = "gpu")]
 pub fn run_gpu(engine: &GpuEngine) -> Result<Vec<GpuSample>> {
-    Format::ALL
+    crate::formats::WITH_SHADER
         .iter()
-        .filter(|&&f| GpuEngine::supports(f))
         .map(|&format| {
             let src = sample_blocks(format);
             Ok(GpuSample {

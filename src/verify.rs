@@ -157,7 +157,7 @@ pub fn verify_file(
 ) -> Result<Vec<TensorCheck>> {
     let mut checks = Vec::with_capacity(file.tensors().len());
     for t in file.tensors() {
-        let gpu = GpuEngine::supports(t.format);
+        let gpu = t.format.has_shader();
         let comparison = if gpu {
             check_blocks(engine, t.format, file.tensor_data(t), dtype)?
         } else {

@@ -6,6 +6,7 @@
 
 pub mod common;
 pub mod field;
+pub mod sample;
 pub mod tables;
 
 pub mod float;
@@ -18,49 +19,58 @@ pub mod ternary;
 
 use field::Field;
 
-/// The one list of formats: `(ggml name, ggml type id, module)`, in id order.
+/// The one list of formats: `(ggml name, ggml type id, codec module, GPU facts)`, in id order.
+///
+/// The GPU facts are `cpu_only`, or `shader` with optional `(tables [..], libs [..])`: the
+/// shader is `shaders/formats/<stem>.wgsl`, where `<stem>` is the codec module's name (so
+/// `src/formats/kquant/q4_k.rs` and `shaders/formats/q4_k.wgsl` are twins), composed with the
+/// lookup tables `shaders/tables/<table>.wgsl` and the family helpers `shaders/lib/<lib>.wgsl`
+/// it names. `crate::gpu::shaders` expands this same list into the composed sources.
 macro_rules! for_each_format {
     ($m:ident) => {
         $m! {
-            (F32, 0, float::f32),
-            (F16, 1, float::f16),
-            (Q4_0, 2, legacy::q4_0),
-            (Q4_1, 3, legacy::q4_1),
-            (Q5_0, 6, legacy::q5_0),
-            (Q5_1, 7, legacy::q5_1),
-            (Q8_0, 8, legacy::q8_0),
-            (Q8_1, 9, legacy::q8_1),
-            (Q2_K, 10, kquant::q2_k),
-            (Q3_K, 11, kquant::q3_k),
-            (Q4_K, 12, kquant::q4_k),
-            (Q5_K, 13, kquant::q5_k),
-            (Q6_K, 14, kquant::q6_k),
-            (Q8_K, 15, kquant::q8_k),
-            (IQ2_XXS, 16, iquant::iq2_xxs),
-            (IQ2_XS, 17, iquant::iq2_xs),
-            (IQ3_XXS, 18, iquant::iq3_xxs),
-            (IQ1_S, 19, iquant::iq1_s),
-            (IQ4_NL, 20, iquant::iq4_nl),
-            (IQ3_S, 21, iquant::iq3_s),
-            (IQ2_S, 22, iquant::iq2_s),
-            (IQ4_XS, 23, iquant::iq4_xs),
-            (I8, 24, int::i8),
-            (I16, 25, int::i16),
-            (I32, 26, int::i32),
-            (I64, 27, int::i64),
-            (F64, 28, float::f64),
-            (IQ1_M, 29, iquant::iq1_m),
-            (BF16, 30, float::bf16),
-            (TQ1_0, 34, ternary::tq1_0),
-            (TQ2_0, 35, ternary::tq2_0),
-            (MXFP4, 39, fp4::mxfp4),
-            (NVFP4, 40, fp4::nvfp4),
-            (Q1_0, 41, legacy::q1_0),
-            (Q2_0, 42, legacy::q2_0),
-            (F8_E4M3, 43, float::f8_e4m3),
+            (F32, 0, float::f32, shader),
+            (F16, 1, float::f16, shader),
+            (Q4_0, 2, legacy::q4_0, shader),
+            (Q4_1, 3, legacy::q4_1, shader),
+            (Q5_0, 6, legacy::q5_0, shader),
+            (Q5_1, 7, legacy::q5_1, shader),
+            (Q8_0, 8, legacy::q8_0, shader),
+            (Q8_1, 9, legacy::q8_1, shader),
+            (Q2_K, 10, kquant::q2_k, shader),
+            (Q3_K, 11, kquant::q3_k, shader),
+            (Q4_K, 12, kquant::q4_k, shader(libs ["kquant"])),
+            (Q5_K, 13, kquant::q5_k, shader(libs ["kquant"])),
+            (Q6_K, 14, kquant::q6_k, shader),
+            (Q8_K, 15, kquant::q8_k, shader),
+            (IQ2_XXS, 16, iquant::iq2_xxs, shader(tables ["iq_grids"], libs ["iquant"])),
+            (IQ2_XS, 17, iquant::iq2_xs, shader(tables ["iq_grids"], libs ["iquant"])),
+            (IQ3_XXS, 18, iquant::iq3_xxs, shader(tables ["iq_grids"], libs ["iquant"])),
+            (IQ1_S, 19, iquant::iq1_s, shader(tables ["iq_grids"])),
+            (IQ4_NL, 20, iquant::iq4_nl, shader(tables ["kvalues_iq4nl"])),
+            (IQ3_S, 21, iquant::iq3_s, shader(tables ["iq_grids"], libs ["iquant"])),
+            (IQ2_S, 22, iquant::iq2_s, shader(tables ["iq_grids"], libs ["iquant"])),
+            (IQ4_XS, 23, iquant::iq4_xs, shader(tables ["kvalues_iq4nl"])),
+            (I8, 24, int::i8, cpu_only),
+            (I16, 25, int::i16, cpu_only),
+            (I32, 26, int::i32, cpu_only),
+            (I64, 27, int::i64, cpu_only),
+            (F64, 28, float::f64, cpu_only),
+            (IQ1_M, 29, iquant::iq1_m, shader(tables ["iq_grids"])),
+            (BF16, 30, float::bf16, shader),
+            (TQ1_0, 34, ternary::tq1_0, shader),
+            (TQ2_0, 35, ternary::tq2_0, shader),
+            (MXFP4, 39, fp4::mxfp4, shader(tables ["kvalues_fp4"])),
+            (NVFP4, 40, fp4::nvfp4, shader(tables ["kvalues_fp4"])),
+            (Q1_0, 41, legacy::q1_0, shader),
+            (Q2_0, 42, legacy::q2_0, shader),
+            (F8_E4M3, 43, float::f8_e4m3, shader),
         }
     };
 }
+
+#[cfg(feature = "gpu")]
+pub(crate) use for_each_format;
 
 /// Type ids that ggml once assigned and has since removed, with their old names.
 pub const REMOVED: &[(u32, &str)] = &[
@@ -74,7 +84,7 @@ pub const REMOVED: &[(u32, &str)] = &[
     (38, "IQ4_NL_8_8"),
 ];
 
-/// Static description of one format: block geometry, field layout and CPU codec.
+/// Static description of one format: block geometry, field layout, CPU codec and GPU facts.
 #[derive(Debug)]
 pub struct FormatSpec {
     /// Elements per block.
@@ -86,9 +96,63 @@ pub struct FormatSpec {
     /// CPU reference decoder: whole blocks of `src` into `dst`, where
     /// `dst.len() == src.len() / bytes * elems`.
     pub dequant_row: fn(&[u8], &mut [f32]),
-    /// The composed WGSL shader (f32 output) that decodes this format on the GPU, or `None` when
-    /// the format is decoded on the CPU only. All output variants: [`crate::gpu::shaders::source`].
-    pub wgsl: Option<&'static str>,
+    /// The format's WGSL shader, or `None` when it is decoded on the CPU only.
+    pub gpu: Option<GpuSpec>,
+}
+
+/// What a format's WGSL shader is made of (the composed source: `crate::gpu::shaders::source`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct GpuSpec {
+    /// File stem of the shader (`shaders/formats/<stem>.wgsl`) and of the CPU codec module.
+    pub stem: &'static str,
+    /// Lookup tables composed in from `shaders/tables/` (`iq_grids`: the i-quant grids, bound as
+    /// a storage buffer; the others are WGSL constants).
+    pub tables: &'static [&'static str],
+    /// Family helpers composed in from `shaders/lib/`, besides the ones every shader has.
+    pub libs: &'static [&'static str],
+}
+
+impl GpuSpec {
+    /// Whether the shader reads the i-quant grid buffer (the `iq_grids` table).
+    pub const fn binds_grids(&self) -> bool {
+        let mut i = 0;
+        while i < self.tables.len() {
+            if str_eq(self.tables[i], "iq_grids") {
+                return true;
+            }
+            i += 1;
+        }
+        false
+    }
+}
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// A registry line's GPU facts as an `Option<GpuSpec>`.
+macro_rules! gpu_spec {
+    ($stem:ident, cpu_only) => {
+        None
+    };
+    ($stem:ident, shader $(( $(tables [$($table:literal),*])? $(,)? $(libs [$($lib:literal),*])? ))?) => {
+        Some(GpuSpec {
+            stem: stringify!($stem),
+            tables: &[$($($($table),*)?)?],
+            libs: &[$($($($lib),*)?)?],
+        })
+    };
 }
 
 /// Why a ggml type id is not a [`Format`].
@@ -111,7 +175,7 @@ pub enum TypeIdError {
 }
 
 macro_rules! define_formats {
-    ($(($name:ident, $id:literal, $($module:ident)::+)),* $(,)?) => {
+    ($(($name:ident, $id:literal, $family:ident::$stem:ident, $kind:ident $(($($facts:tt)*))?)),* $(,)?) => {
         /// A live ggml tensor type, named and numbered as in ggml's `enum ggml_type`.
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -160,11 +224,11 @@ macro_rules! define_formats {
             pub const fn spec(self) -> &'static FormatSpec {
                 match self {
                     $(Format::$name => &const { FormatSpec {
-                        elems: $($module)::+::ELEMS,
-                        bytes: $($module)::+::BYTES,
-                        fields: $($module)::+::FIELDS,
-                        dequant_row: $($module)::+::dequant_row,
-                        wgsl: crate::gpu::shaders::source(Format::$name, crate::DType::F32),
+                        elems: $family::$stem::ELEMS,
+                        bytes: $family::$stem::BYTES,
+                        fields: $family::$stem::FIELDS,
+                        dequant_row: $family::$stem::dequant_row,
+                        gpu: gpu_spec!($stem, $kind $(($($facts)*))?),
                     } },)*
                 }
             }
@@ -183,6 +247,30 @@ impl Format {
     /// Bytes per block.
     pub const fn block_bytes(self) -> usize {
         self.spec().bytes
+    }
+
+    /// Whether the format has a WGSL shader (all output dtypes); the others (F64 and the integer
+    /// types) are decoded on the CPU only.
+    pub const fn has_shader(self) -> bool {
+        self.spec().gpu.is_some()
+    }
+
+    /// Whether the format's shader reads the i-quant grid buffer ([`GpuSpec::binds_grids`]).
+    pub const fn binds_grids(self) -> bool {
+        match &self.spec().gpu {
+            Some(g) => g.binds_grids(),
+            None => false,
+        }
+    }
+
+    /// Values that `n_bytes` of this format decode to, or `None` when `n_bytes` is not a whole
+    /// number of blocks.
+    pub const fn values_for(self, n_bytes: usize) -> Option<usize> {
+        let spec = self.spec();
+        if !n_bytes.is_multiple_of(spec.bytes) {
+            return None;
+        }
+        Some(n_bytes / spec.bytes * spec.elems)
     }
 
     /// The format with ggml name `name` (case-insensitive), e.g. `"q4_k"`.
@@ -204,6 +292,32 @@ impl Format {
     }
 }
 
+const fn count_with_shader() -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < Format::ALL.len() {
+        if Format::ALL[i].has_shader() {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// Every format with a WGSL shader, in type-id order (generated from the registry).
+pub const WITH_SHADER: &[Format] = &{
+    let mut out = [Format::F32; count_with_shader()];
+    let (mut i, mut n) = (0, 0);
+    while i < Format::ALL.len() {
+        if Format::ALL[i].has_shader() {
+            out[n] = Format::ALL[i];
+            n += 1;
+        }
+        i += 1;
+    }
+    out
+};
+
 impl std::fmt::Display for Format {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -218,14 +332,14 @@ mod tests {
     /// `common::dequant_row!`); decoding block by block through `dequant_block` from a test runs
     /// the same source compiled for the baseline. Both must give the same bits.
     macro_rules! dispatched_row_equals_baseline_blocks {
-        ($(($name:ident, $id:literal, $($module:ident)::+)),* $(,)?) => {
+        ($(($name:ident, $id:literal, $family:ident::$stem:ident, $($gpu:tt)*)),* $(,)?) => {
             #[test]
             fn dispatched_row_equals_baseline_blocks() {
                 $({
-                    use $($module)::+ as codec;
+                    use $family::$stem as codec;
                     let format = Format::$name;
                     for n_blocks in [1, 7, 300] {
-                        let src = crate::selftest::finite_blocks(format, n_blocks, 0xD15 + $id);
+                        let src = sample::finite_blocks(format, n_blocks, 0xD15 + $id);
                         let mut row = vec![0.0; n_blocks * codec::ELEMS];
                         codec::dequant_row(&src, &mut row);
                         let mut blocks = vec![[0.0; codec::ELEMS]; n_blocks];

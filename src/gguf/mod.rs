@@ -215,6 +215,11 @@ impl GgufFile {
 
     /// The tensor named `name` (a binary search).
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.header.tensors.get(self.tensor_index(name)?)
+    }
+
+    /// The index into [`GgufFile::tensors`] of the tensor named `name` (a binary search).
+    pub fn tensor_index(&self, name: &str) -> Option<usize> {
         let k = self
             .by_name
             .binary_search_by(|&i| {
@@ -222,7 +227,7 @@ impl GgufFile {
                 n.cmp(name)
             })
             .ok()?;
-        self.header.tensors.get(*self.by_name.get(k)?)
+        self.by_name.get(k).copied()
     }
 
     /// The tensor's bytes: a zero-copy slice of the map, exactly `t.n_bytes` long.

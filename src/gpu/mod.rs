@@ -7,7 +7,7 @@
 //! # fn main() -> gguf_dequant::Result<()> {
 //! let engine = GpuEngine::new(Backend::Auto)?; // or Backend::Vulkan, Gl, Metal, Dx12
 //! let raw = vec![0u8; 18 * 4]; // four Q4_0 blocks, e.g. `file.tensor_data(info)`
-//! if GpuEngine::supports(Format::Q4_0) {
+//! if Format::Q4_0.has_shader() {
 //!     let f32_le_bytes = engine.dequant(Format::Q4_0, &raw, DType::F32)?;
 //!     assert_eq!(f32_le_bytes.len(), 4 * 32 * 4);
 //! }
@@ -31,21 +31,25 @@
 //!   bound in windows (see [`upload`]); [`GpuEngine::dequant`] also submits at most
 //!   [`EngineOptions::max_chunk_bytes`] of output at a time.
 
+pub mod buffers;
+pub mod device;
 mod error;
+pub mod loader;
 pub mod pipelines;
-pub(crate) mod readback;
 pub mod shaders;
 pub mod tables;
 pub mod timing;
-pub mod upload;
+pub mod windows;
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+pub use device::{compute_adapters, list_adapters, AdapterDetails};
+pub(crate) use error::scoped;
 pub use error::GpuError;
-pub use pipelines::{PipelineKey, Variant};
-pub use upload::{plan_windows, WindowPlan};
+pub use pipelines::{binding, PipelineKey, Variant};
+pub use windows::{plan_windows, WindowPlan};
 
 pub use crate::Backend;
 use crate::{DType, Error, Format, Result};
@@ -64,8 +68,11 @@ pub struct EngineOptions {
     pub max_chunk_bytes: u64,
     /// How long to wait for one submission (default 60 s).
     pub timeout: Duration,
-    /// Install the engine's uncaptured-error handler and device-lost callback (default `true`).
-    /// They replace any the device had: set `false` in [`GpuEngine::from_device`] to keep yours.
+    /// For [`GpuEngine::from_device`]: install the engine's uncaptured-error handler and
+    /// device-lost callback on the caller's device, replacing the caller's own (default `false`:
+    /// the caller's handlers are left alone, and [`GpuEngine::is_lost`] then only knows what
+    /// the caller's device reports through errors). Devices the engine creates itself always
+    /// get them.
     pub install_handlers: bool,
 }
 
@@ -76,16 +83,9 @@ impl Default for EngineOptions {
             max_workgroups_per_dim: None,
             max_chunk_bytes: 64 << 20,
             timeout: Duration::from_secs(60),
-            install_handlers: true,
+            install_handlers: false,
         }
     }
-}
-
-/// Errors recorded by the device callbacks, checked after every call.
-#[derive(Default)]
-struct DeviceState {
-    lost: Mutex<Option<String>>,
-    uncaptured: Mutex<Option<String>>,
 }
 
 /// One caller-owned dequantisation for [`GpuEngine::record`].
@@ -120,7 +120,8 @@ pub struct GpuEngine {
     pipelines: pipelines::Pipelines,
     /// The lookup tables of [`tables`], bound at binding 3 of every dispatch.
     tables: wgpu::Buffer,
-    state: Arc<DeviceState>,
+    /// What the device callbacks recorded; `None` on a caller's device without them.
+    state: Option<Arc<device::DeviceState>>,
     /// The backend the engine picked its adapter from; `None` for a caller's device.
     backend: Option<Backend>,
 }
@@ -134,91 +135,6 @@ impl fmt::Debug for GpuEngine {
     }
 }
 
-/// Runs `f` inside out-of-memory, validation and internal error scopes and turns what they caught
-/// into a [`GpuError`] naming `what`.
-pub(crate) fn scoped<T>(
-    device: &wgpu::Device,
-    what: &str,
-    f: impl FnOnce() -> T,
-) -> Result<T, GpuError> {
-    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-    let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
-    let out = f();
-    let e_internal = pollster::block_on(internal.pop());
-    let e_validation = pollster::block_on(validation.pop());
-    let e_oom = pollster::block_on(oom.pop());
-    match e_oom.or(e_validation).or(e_internal) {
-        Some(e) => Err(GpuError::from_wgpu(what, e)),
-        None => Ok(out),
-    }
-}
-
-fn instance(backends: wgpu::Backends) -> wgpu::Instance {
-    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = backends;
-    desc.flags = wgpu::InstanceFlags::from_build_config().with_env();
-    desc.backend_options = wgpu::BackendOptions::from_env_or_default();
-    wgpu::Instance::new(desc)
-}
-
-/// Adapters that can run compute shaders, best first.
-fn adapters(backends: wgpu::Backends) -> (Vec<wgpu::Adapter>, Vec<String>) {
-    let all = pollster::block_on(instance(backends).enumerate_adapters(backends));
-    let seen = all.iter().map(|a| describe(&a.get_info())).collect();
-    let mut usable: Vec<wgpu::Adapter> = all
-        .into_iter()
-        .filter(|a| {
-            a.get_downlevel_capabilities()
-                .flags
-                .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
-        })
-        .collect();
-    usable.sort_by_key(|a| {
-        let info = a.get_info();
-        let kind = match info.device_type {
-            wgpu::DeviceType::DiscreteGpu => 0,
-            wgpu::DeviceType::IntegratedGpu => 1,
-            wgpu::DeviceType::VirtualGpu => 2,
-            wgpu::DeviceType::Cpu => 3,
-            wgpu::DeviceType::Other => 4,
-        };
-        (kind, info.backend == wgpu::Backend::Gl)
-    });
-    (usable, seen)
-}
-
-fn describe(info: &wgpu::AdapterInfo) -> String {
-    format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
-}
-
-/// An adapter as wgpu reports it, with the limits that matter for dequantisation.
-#[derive(Clone, Debug)]
-pub struct AdapterDetails {
-    /// Name, vendor, backend, device type, driver.
-    pub info: wgpu::AdapterInfo,
-    /// The adapter's own limits (what a device created by [`GpuEngine::new`] gets).
-    pub limits: wgpu::Limits,
-    /// Whether it runs compute shaders (GL adapters below GLES 3.1 do not).
-    pub compute: bool,
-}
-
-/// Every adapter wgpu sees on any backend, usable for compute or not.
-pub fn list_adapters() -> Vec<AdapterDetails> {
-    let backends = Backend::Auto.wgpu_backends();
-    pollster::block_on(instance(backends).enumerate_adapters(backends))
-        .iter()
-        .map(|a| AdapterDetails {
-            info: a.get_info(),
-            limits: a.limits(),
-            compute: a
-                .get_downlevel_capabilities()
-                .flags
-                .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS),
-        })
-        .collect()
-}
-
 impl GpuEngine {
     /// Picks the best adapter of `backend` and creates a device with the adapter's own limits.
     pub fn new(backend: Backend) -> Result<GpuEngine> {
@@ -227,47 +143,27 @@ impl GpuEngine {
 
     /// [`GpuEngine::new`] with options.
     pub fn with_options(backend: Backend, options: EngineOptions) -> Result<GpuEngine> {
-        let (usable, seen) = adapters(backend.wgpu_backends());
-        let Some(adapter) = usable.into_iter().next() else {
-            let seen = if seen.is_empty() {
-                "none".to_string()
-            } else {
-                seen.join(", ")
-            };
-            return Err(GpuError::NoAdapter {
-                backend: backend.to_string(),
-                seen,
-            }
-            .into());
-        };
-        let info = adapter.get_info();
-        let desc = wgpu::DeviceDescriptor {
-            label: Some("gguf-dequant"),
-            required_features: wgpu::Features::empty(),
-            required_limits: adapter.limits(),
-            ..Default::default()
-        };
-        let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| {
-            GpuError::RequestDevice {
-                adapter: describe(&info),
-                reason: e.to_string(),
-            }
-        })?;
-        let mut engine = GpuEngine::from_device(device, queue, options)?;
+        let best = device::compute_adapters(backend)?.swap_remove(0);
+        let mut engine = GpuEngine::from_adapter(&best, options)?;
         engine.backend = Some(backend);
         Ok(engine)
     }
 
+    /// An engine on a new device of `adapter` (one of [`compute_adapters`]), with the adapter's
+    /// own limits and, where the adapter has them, timestamp queries (for
+    /// [`timing::GpuTimer`]). The engine installs its error handler and device-lost callback.
+    pub fn from_adapter(adapter: &wgpu::Adapter, options: EngineOptions) -> Result<GpuEngine> {
+        let (device, queue) = device::request_device(adapter)?;
+        let state = device::DeviceState::install(&device);
+        GpuEngine::build(device, queue, options, Some(state))
+    }
+
     /// Whether the device is lost (driver reset, removal, `destroy`), as the device-lost callback
-    /// recorded it (needs [`EngineOptions::install_handlers`]). Every later call of a lost engine
+    /// recorded it (on a caller's device: only with [`EngineOptions::install_handlers`]). Every later call of a lost engine
     /// fails with [`GpuError::DeviceLost`]; [`GpuEngine::recreate`] gives a working one.
     pub fn is_lost(&self) -> bool {
-        let _ = self.device.poll(wgpu::PollType::Poll);
-        self.state
-            .lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
+        self.poll();
+        self.state.as_ref().is_some_and(|s| s.is_lost())
     }
 
     /// A new engine with the same backend and options on a fresh device: how to recover from
@@ -285,35 +181,34 @@ impl GpuEngine {
     }
 
     /// An engine on a caller's device and queue (e.g. to share buffers with a renderer or an
-    /// inference engine). The engine uses the device's limits as they are.
+    /// inference engine). The engine uses the device's limits as they are, and leaves the
+    /// device's error and device-lost handlers alone unless [`EngineOptions::install_handlers`]
+    /// asks it to install its own.
     pub fn from_device(
         device: wgpu::Device,
         queue: wgpu::Queue,
         options: EngineOptions,
     ) -> Result<GpuEngine> {
-        let state = Arc::new(DeviceState::default());
-        if options.install_handlers {
-            let s = state.clone();
-            device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-                let mut slot = s.uncaptured.lock().unwrap_or_else(|p| p.into_inner());
-                slot.get_or_insert_with(|| e.to_string());
-            }));
-            let s = state.clone();
-            device.set_device_lost_callback(move |reason, message| {
-                let mut slot = s.lost.lock().unwrap_or_else(|p| p.into_inner());
-                *slot = Some(format!("{reason:?}: {message}"));
-            });
-        }
+        let state = options
+            .install_handlers
+            .then(|| device::DeviceState::install(&device));
+        GpuEngine::build(device, queue, options, state)
+    }
+
+    fn build(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        options: EngineOptions,
+        state: Option<Arc<device::DeviceState>>,
+    ) -> Result<GpuEngine> {
         let pipelines = pipelines::Pipelines::new(&device)?;
         // Not `create_buffer_init`: it panics when the buffer is invalid (a device whose
         // `max_buffer_size` is below the tables' size, or a lost one).
-        let tables = scoped(&device, "uploading the lookup tables", || {
-            upload::upload(
-                &device,
-                "gguf-dequant tables",
-                bytemuck::cast_slice(&tables::words()),
-            )
-        })??;
+        let tables = buffers::upload(
+            &device,
+            "gguf-dequant tables",
+            bytemuck::cast_slice(&tables::words()),
+        )?;
         Ok(GpuEngine {
             info: device.adapter_info(),
             limits: device.limits(),
@@ -347,12 +242,6 @@ impl GpuEngine {
         &self.queue
     }
 
-    /// Whether `format` has a GPU shader (for every output dtype). Formats without one (F64,
-    /// I8..I64) are decoded on the CPU.
-    pub const fn supports(format: Format) -> bool {
-        shaders::source(format, DType::F32).is_some()
-    }
-
     /// The storage-binding size in use: the device limit, or the smaller forced limit.
     pub fn max_binding_size(&self) -> u64 {
         let device = self.limits.max_storage_buffer_binding_size;
@@ -369,7 +258,7 @@ impl GpuEngine {
     /// The number of binding windows [`GpuEngine::record`] splits `n_blocks` blocks of `format`
     /// into when decoding to `dtype` (1 when the tensor fits one binding).
     pub fn window_count(&self, format: Format, dtype: DType, n_blocks: u64) -> Result<u64> {
-        let plan = upload::plan(
+        let plan = windows::plan(
             format,
             dtype.size() as u64,
             self.max_binding_size(),
@@ -394,25 +283,50 @@ impl GpuEngine {
     }
 
     fn check(&self) -> Result<(), GpuError> {
-        if let Some(m) = self
-            .state
-            .lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        {
-            return Err(GpuError::DeviceLost(m));
-        }
-        if let Some(m) = self
-            .state
-            .uncaptured
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            return Err(GpuError::Uncaptured(m));
-        }
-        Ok(())
+        self.state.as_ref().map_or(Ok(()), |s| s.check())
+    }
+
+    /// Submits `encoder` (inside error scopes), then checks the device.
+    pub(crate) fn submit(
+        &self,
+        what: &str,
+        encoder: wgpu::CommandEncoder,
+    ) -> Result<wgpu::SubmissionIndex, GpuError> {
+        let index = buffers::submit(&self.device, &self.queue, what, encoder)?;
+        self.check()?;
+        Ok(index)
+    }
+
+    /// Polls the device once without blocking (map callbacks run inside polls).
+    pub(crate) fn poll(&self) {
+        let _ = self.device.poll(wgpu::PollType::Poll);
+    }
+
+    /// Waits for submission `index` (at most [`EngineOptions::timeout`]), then checks the device.
+    pub(crate) fn wait(&self, index: wgpu::SubmissionIndex) -> Result<(), GpuError> {
+        self.wait_for(index, self.options.timeout)
+    }
+
+    /// [`GpuEngine::wait`] with another timeout.
+    pub(crate) fn wait_for(
+        &self,
+        index: wgpu::SubmissionIndex,
+        timeout: Duration,
+    ) -> Result<(), GpuError> {
+        buffers::wait(&self.device, index, timeout)?;
+        self.check()
+    }
+
+    /// Reads the first `out.len()` bytes of `staging` (`MAP_READ`) once submission `index` is
+    /// done, then checks the device.
+    pub(crate) fn read_into(
+        &self,
+        staging: &wgpu::Buffer,
+        index: wgpu::SubmissionIndex,
+        out: &mut [u8],
+    ) -> Result<(), GpuError> {
+        buffers::read_into(&self.device, staging, index, self.options.timeout, out)?;
+        self.check()
     }
 
     /// Records the commands that decode `job` into `encoder`, binding the buffers in windows of at
@@ -437,9 +351,9 @@ impl GpuEngine {
         let out_size = dtype.size() as u64;
         let align = self.offset_alignment();
         let invalid = |m: String| -> Error { GpuError::InvalidJob(m).into() };
-        let (src_len, dst_len) = upload::checked_padded(format, n_blocks, out_size)
+        let (src_len, dst_len) = windows::checked_padded(format, n_blocks, out_size)
             .ok_or_else(|| invalid(format!("{n_blocks} blocks of {format} overflow 64 bits")))?;
-        if src_offset % align != 0 || dst_offset % align.max(upload::DST_ALIGN) != 0 {
+        if src_offset % align != 0 || dst_offset % align.max(windows::DST_ALIGN) != 0 {
             return Err(invalid(format!(
                 "offsets {src_offset} and {dst_offset} must be multiples of {align} (and 16 for the output)"
             )));
@@ -467,7 +381,7 @@ impl GpuEngine {
         {
             return Err(invalid("both buffers need usage STORAGE".to_string()));
         }
-        let plan = upload::plan(format, out_size, self.max_binding_size(), align)?;
+        let plan = windows::plan(format, out_size, self.max_binding_size(), align)?;
         let device_dim = self.limits.max_compute_workgroups_per_dimension;
         let max_dim = self
             .options
@@ -484,19 +398,19 @@ impl GpuEngine {
                     let groups = n_out.div_ceil(shaders::VALS_PER_WORKGROUP);
                     let params: [u32; 4] = [n_out as u32, groups as u32, 0, 0];
                     // Not `create_buffer_init`, which panics on a lost device.
-                    let uniform = upload::upload_as(
+                    let uniform = buffers::upload_as(
                         &self.device,
                         "gguf-dequant params",
                         bytemuck::cast_slice(&params),
                         wgpu::BufferUsages::UNIFORM,
                     )?;
-                    let (s_len, d_len) = upload::padded(format, count, out_size);
+                    let (s_len, d_len) = windows::padded(format, count, out_size);
                     let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                         label: Some("gguf-dequant window"),
                         layout: &self.pipelines.bind_group_layout,
                         entries: &[
                             wgpu::BindGroupEntry {
-                                binding: 0,
+                                binding: binding::SRC,
                                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                                     buffer: src,
                                     offset: src_offset + first * bytes,
@@ -504,7 +418,7 @@ impl GpuEngine {
                                 }),
                             },
                             wgpu::BindGroupEntry {
-                                binding: 1,
+                                binding: binding::DST,
                                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                                     buffer: dst,
                                     offset: dst_offset + first * elems * out_size,
@@ -512,16 +426,16 @@ impl GpuEngine {
                                 }),
                             },
                             wgpu::BindGroupEntry {
-                                binding: 2,
+                                binding: binding::PARAMS,
                                 resource: uniform.as_entire_binding(),
                             },
                             wgpu::BindGroupEntry {
-                                binding: 3,
+                                binding: binding::GRIDS,
                                 resource: self.tables.as_entire_binding(),
                             },
                         ],
                     });
-                    let (x, y) = upload::grid(groups, max_dim);
+                    let (x, y) = windows::grid(groups, max_dim);
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                         label: Some("gguf-dequant"),
                         timestamp_writes: None,
@@ -576,13 +490,13 @@ impl GpuEngine {
         let n_blocks = src.len() as u64 / bytes;
         let max_buffer = self.limits.max_buffer_size;
         // Requests the device cannot take fail here, before any buffer is created.
-        upload::plan(
+        windows::plan(
             format,
             dtype.size() as u64,
             self.max_binding_size(),
             self.offset_alignment(),
         )?;
-        let (one_src, one_dst) = upload::padded(format, 1, dtype.size() as u64);
+        let (one_src, one_dst) = windows::padded(format, 1, dtype.size() as u64);
         if n_blocks > 0 && one_src.max(one_dst) > max_buffer {
             return Err(GpuError::TooLarge {
                 what: format!("one {format} block to {dtype}"),
@@ -613,30 +527,27 @@ impl GpuEngine {
         n_blocks: u64,
         out: &mut [u8],
     ) -> Result<()> {
-        let (_, dst_len) = upload::padded(format, n_blocks, dtype.size() as u64);
-        let what = format!("allocating buffers for {n_blocks} {format} blocks");
-        let (src_buf, dst_buf, staging) = scoped(&self.device, &what, || {
-            let src_buf = upload::upload(&self.device, "gguf-dequant source", src)?;
-            let dst_buf = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("gguf-dequant output"),
-                size: dst_len,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
-            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("gguf-dequant readback"),
-                size: dst_len,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            Ok::<_, GpuError>((src_buf, dst_buf, staging))
-        })??;
+        let (_, dst_len) = windows::padded(format, n_blocks, dtype.size() as u64);
+        let device = &self.device;
+        let src_buf = buffers::upload(device, "gguf-dequant source", src)?;
+        let dst_buf = buffers::create(
+            device,
+            "gguf-dequant output",
+            dst_len,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            false,
+        )?;
+        let staging = buffers::create(
+            device,
+            "gguf-dequant readback",
+            dst_len,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            false,
+        )?;
         self.check()?;
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("gguf-dequant"),
-            });
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("gguf-dequant"),
+        });
         self.record(
             &mut encoder,
             &DequantJob {
@@ -649,12 +560,9 @@ impl GpuEngine {
                 dst_offset: 0,
             },
         )?;
-        let index = scoped(&self.device, "submitting", || {
-            encoder.copy_buffer_to_buffer(&dst_buf, 0, &staging, 0, dst_len);
-            self.queue.submit([encoder.finish()])
-        })?;
-        readback::read_into(&self.device, &staging, index, self.options.timeout, out)?;
-        self.check()?;
+        encoder.copy_buffer_to_buffer(&dst_buf, 0, &staging, 0, dst_len);
+        let index = self.submit("submitting", encoder)?;
+        self.read_into(&staging, index, out)?;
         Ok(())
     }
 }
@@ -667,22 +575,5 @@ mod tests {
     fn engine_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<GpuEngine>();
-    }
-
-    #[test]
-    fn supports_every_block_format_but_not_the_plain_integers() {
-        let n = Format::ALL
-            .iter()
-            .filter(|&&f| GpuEngine::supports(f))
-            .count();
-        assert_eq!(n, 31, "{n}");
-        use Format::*;
-        for f in [
-            IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS, IQ4_NL, Q4_0, Q4_K, Q8_K,
-            TQ1_0,
-        ] {
-            assert!(GpuEngine::supports(f), "{f}");
-        }
-        assert!(!GpuEngine::supports(F64) && !GpuEngine::supports(I8));
     }
 }

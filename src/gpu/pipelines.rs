@@ -4,8 +4,26 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::windows::{DST_ALIGN, SRC_ALIGN};
 use super::{scoped, shaders, GpuError};
 use crate::{DType, Format};
+
+/// The `@group(0)` binding numbers of every shader: the pipeline layout, the bind groups of
+/// [`super::GpuEngine::record`] and the WGSL (`shaders/lib/entry.wgsl`,
+/// `shaders/tables/iq_grids.wgsl`) use these, which a test checks against the composed sources.
+pub mod binding {
+    /// `src: array<u32>`: the raw blocks (read only), bound in windows.
+    pub const SRC: u32 = 0;
+    /// `dst: array<vec4<u32>>`: the decoded values.
+    pub const DST: u32 = 1;
+    /// `params: Params`: the window's value and workgroup counts (uniform).
+    pub const PARAMS: u32 = 2;
+    /// `grids: array<u32>`: the i-quant grids of [`crate::gpu::tables`] (read only).
+    pub const GRIDS: u32 = 3;
+}
+
+/// Bytes of the `Params` uniform (four u32).
+pub const PARAMS_BYTES: u64 = 16;
 
 /// A shader variant of one (format, dtype) pair. Only the baseline exists today: no capabilities,
 /// integer f16 handling. A `SHADER_F16` or subgroup variant would be added here.
@@ -45,20 +63,20 @@ impl Pipelines {
                 device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
                     label: Some("gguf-dequant"),
                     entries: &[
-                        storage(0, true, 4),
-                        storage(1, false, 16),
+                        storage(binding::SRC, true, SRC_ALIGN),
+                        storage(binding::DST, false, DST_ALIGN),
                         wgpu::BindGroupLayoutEntry {
-                            binding: 2,
+                            binding: binding::PARAMS,
                             visibility: wgpu::ShaderStages::COMPUTE,
                             ty: wgpu::BindingType::Buffer {
                                 ty: wgpu::BufferBindingType::Uniform,
                                 has_dynamic_offset: false,
-                                min_binding_size: wgpu::BufferSize::new(16),
+                                min_binding_size: wgpu::BufferSize::new(PARAMS_BYTES),
                             },
                             count: None,
                         },
                         // The lookup tables of `gpu::tables` (read only; unused by most shaders).
-                        storage(3, true, 4),
+                        storage(binding::GRIDS, true, SRC_ALIGN),
                     ],
                 });
             let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -122,5 +140,51 @@ impl Pipelines {
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, pipeline.clone());
         Ok(pipeline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The WGSL's bindings and element sizes are the constants the layout and bind groups use.
+    #[test]
+    fn wgsl_bindings_match_the_constants() {
+        for &f in crate::formats::WITH_SHADER {
+            for dtype in DType::ALL {
+                let src = shaders::source(f, dtype).unwrap();
+                let module = naga::front::wgsl::parse_str(src).unwrap();
+                let mut layouter = naga::proc::Layouter::default();
+                layouter.update(module.to_ctx()).unwrap();
+                let mut seen = Vec::new();
+                for (_, var) in module.global_variables.iter() {
+                    let (Some(name), Some(b)) = (&var.name, &var.binding) else {
+                        continue;
+                    };
+                    assert_eq!(b.group, 0, "{f} {dtype}: {name}");
+                    let (want, size) = match name.as_str() {
+                        "src" => (binding::SRC, SRC_ALIGN),
+                        "dst" => (binding::DST, DST_ALIGN),
+                        "params" => (binding::PARAMS, PARAMS_BYTES),
+                        "grids" => (binding::GRIDS, SRC_ALIGN),
+                        other => panic!("{f} {dtype}: unexpected binding {other}"),
+                    };
+                    assert_eq!(b.binding, want, "{f} {dtype}: {name}");
+                    let ty = &module.types[var.ty];
+                    let elem = match ty.inner {
+                        naga::TypeInner::Array { stride, .. } => stride as u64,
+                        _ => layouter[var.ty].size as u64,
+                    };
+                    assert_eq!(elem, size, "{f} {dtype}: element size of {name}");
+                    seen.push(name.clone());
+                }
+                seen.sort();
+                let mut want = vec!["dst", "params", "src"];
+                if f.binds_grids() {
+                    want.insert(0, "grids");
+                }
+                assert_eq!(seen, want, "{f} {dtype}");
+            }
+        }
     }
 }

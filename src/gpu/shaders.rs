@@ -1,13 +1,13 @@
 //! Compile-time assembly of the WGSL shaders (design §2): every shader is a `&'static str` built
 //! with `concat!(include_str!(..))` from the shared helpers in `shaders/lib/` (`bytes`, `float`,
-//! then any family helpers the format names with `lib [..]`, e.g. `kquant`), the lookup tables a
+//! then any family helpers the format names with `libs [..]`, e.g. `kquant`), the lookup tables a
 //! format names in `shaders/tables/`, the format's own `shaders/formats/<stem>.wgsl`, one output
 //! packer (`out_f32`, or `out_f16` / `out_bf16` with the shared `store_pairs`) and the shared entry
 //! point. No helper is copied into a format file.
 //!
-//! The list below names the formats that have a shader, with their file stem, tables and optional
-//! extra helper files. It is the GPU half of the registry line (`FormatSpec::wgsl` reads it); a
-//! format missing here is decoded on the CPU.
+//! The sources are expanded from the format registry (`crate::formats`): a line marked `shader`
+//! gets one composed source per output dtype from its file stem, tables and helper files; a line
+//! marked `cpu_only` gets none.
 //!
 //! # Thread mapping
 //!
@@ -26,7 +26,7 @@
 //!
 //! The same entry point fits `BLOCK_ELEMS = 256`: the k-quant and ternary files only define
 //! `dequant8`; Q4_K and Q5_K also compose `shaders/lib/kquant.wgsl` (`get_scale_min_k4`) through
-//! their `lib ["kquant"]` entry below, which any family helper file can use. A format that wants another
+//! their `libs ["kquant"]` registry entry, which any family helper file can use. A format that wants another
 //! mapping ships its own entry file instead of `lib/entry.wgsl`, keeping the bindings and the
 //! `Params` struct. Grids go into `shaders/tables/<name>.wgsl` (u64 entries as lo/hi u32 pairs),
 //! generated from `formats::tables` and checked like `KVALUES_*` in `tests/shaders_layout_sync.rs`;
@@ -42,7 +42,7 @@ use crate::{DType, Format};
 
 /// One composed shader: helpers, tables, the format file, an output packer, the entry point.
 macro_rules! compose {
-    ($stem:literal, [$($lib:literal),*], [$($table:literal),*], [$($out:literal),+]) => {
+    ($stem:ident, [$($lib:literal),*], [$($table:literal),*], [$($out:literal),+]) => {
         concat!(
             "// ---- shaders/lib/bytes.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/bytes.wgsl")),
@@ -56,8 +56,8 @@ macro_rules! compose {
                 "// ---- shaders/tables/", $table, ".wgsl ----\n",
                 include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/tables/", $table, ".wgsl")),
             )*
-            "// ---- shaders/formats/", $stem, ".wgsl ----\n",
-            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/formats/", $stem, ".wgsl")),
+            "// ---- shaders/formats/", stringify!($stem), ".wgsl ----\n",
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/formats/", stringify!($stem), ".wgsl")),
             $(
                 "// ---- shaders/lib/", $out, ".wgsl ----\n",
                 include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/", $out, ".wgsl")),
@@ -68,81 +68,118 @@ macro_rules! compose {
     };
 }
 
-macro_rules! gpu_formats {
-    ($(($name:ident, $stem:literal, [$($table:literal),*] $(, lib [$($lib:literal),*])?)),* $(,)?) => {
+/// One registry line's decoder alone (helpers, tables, the format file), or `None`.
+macro_rules! decoder {
+    ($stem:ident, cpu_only) => {
+        None
+    };
+    ($stem:ident, shader $(( $(tables [$($table:literal),*])? $(,)? $(libs [$($lib:literal),*])? ))?) => {
+        Some(concat!(
+            "// ---- shaders/lib/bytes.wgsl ----\n",
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/bytes.wgsl")),
+            "// ---- shaders/lib/float.wgsl ----\n",
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/float.wgsl")),
+            $($($(
+                "// ---- shaders/lib/", $lib, ".wgsl ----\n",
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/", $lib, ".wgsl")),
+            )*)?)?
+            $($($(
+                "// ---- shaders/tables/", $table, ".wgsl ----\n",
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/tables/", $table, ".wgsl")),
+            )*)?)?
+            "// ---- shaders/formats/", stringify!($stem), ".wgsl ----\n",
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/formats/", stringify!($stem), ".wgsl")),
+        ))
+    };
+}
+
+/// One registry line's composed source for `$dtype`, or `None` for a CPU-only format.
+macro_rules! composed {
+    ($stem:ident, $dtype:ident, cpu_only) => {
+        None
+    };
+    ($stem:ident, $dtype:ident, shader $(( $(tables [$($table:literal),*])? $(,)? $(libs [$($lib:literal),*])? ))?) => {
+        Some(match $dtype {
+            DType::F32 => compose!($stem, [$($($($lib),*)?)?], [$($($($table),*)?)?], ["out_f32"]),
+            DType::F16 => compose!($stem, [$($($($lib),*)?)?], [$($($($table),*)?)?], ["out_f16", "store_pairs"]),
+            DType::BF16 => compose!($stem, [$($($($lib),*)?)?], [$($($($table),*)?)?], ["out_bf16", "store_pairs"]),
+        })
+    };
+}
+
+macro_rules! sources {
+    ($(($name:ident, $id:literal, $family:ident::$stem:ident, $kind:ident $(($($facts:tt)*))?)),* $(,)?) => {
         /// The composed WGSL that decodes `format` to `dtype`, or `None` when `format` has no
         /// shader (it is then decoded on the CPU).
         pub const fn source(format: Format, dtype: DType) -> Option<&'static str> {
-            match (format, dtype) {
-                $(
-                    (Format::$name, DType::F32) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], ["out_f32"])),
-                    (Format::$name, DType::F16) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], ["out_f16", "store_pairs"])),
-                    (Format::$name, DType::BF16) => Some(compose!($stem, [$($($lib),*)?], [$($table),*], ["out_bf16", "store_pairs"])),
-                )*
-                _ => None,
+            match format {
+                $(Format::$name => composed!($stem, dtype, $kind $(($($facts)*))?),)*
             }
         }
 
-        /// The file stem of `format`'s shader (`shaders/formats/<stem>.wgsl`), if it has one.
-        pub const fn stem(format: Format) -> Option<&'static str> {
+        /// The WGSL that decodes `format`'s blocks, for composing into your own shaders; `None` for a
+        /// format without a shader ([`Format::has_shader`]).
+        ///
+        /// It is the engine's own shader up to (not including) its output packer and entry point: the
+        /// shared helpers (`shaders/lib/bytes.wgsl`, `float.wgsl`), the format's lookup tables and
+        /// `shaders/formats/<format>.wgsl`. It declares the constants `BLOCK_ELEMS` and `BLOCK_BYTES`
+        /// and
+        ///
+        /// ```wgsl
+        /// fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2>
+        /// ```
+        ///
+        /// which returns the **f32 bit patterns** (`bitcast<f32>` them) of values `8 * part .. 8 * part
+        /// + 8` of the block whose first byte is at byte offset `base` of `tile`. For one-value formats
+        /// (`BLOCK_ELEMS == 1`: F32, F16, BF16, F8_E4M3) `part` is 0 and the 8 values are those of the 8
+        /// consecutive elements from `base` on. The results are bit-exact with the CPU codecs.
+        ///
+        /// **Your part:** declare, before or after this source, a module-scope `tile: array<u32>` that
+        /// holds the raw bytes, little-endian, e.g. a raw resident tensor bound directly:
+        ///
+        /// ```wgsl
+        /// @group(0) @binding(0) var<storage, read> tile: array<u32>; // a raw ResidentTensor's buffer
+        /// ```
+        ///
+        /// (or a `var<workgroup> tile: array<u32, N>` you fill first). Reads may touch the word after a
+        /// block's last byte, which the resident buffers' 4-byte padding provides. Avoid the names the
+        /// source declares: its functions (`load_u8`, `load_u32`, `f16_le`, `dequant8`, ...) and
+        /// constants (`BLOCK_ELEMS`, `BLOCK_BYTES`, names prefixed with the format, `EXP_MASK_F32`,
+        /// `MANT_MASK_F32`, the `KVALUES_*` tables). Offsets are u32: bind at most 4 GiB.
+        ///
+        /// The i-quants with grids (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) also declare
+        /// `@group(0) @binding(3) var<storage, read> grids: array<u32>;`: bind a read-only storage buffer
+        /// holding [`crate::gpu::tables::words`] there (or rename the binding in the source you compose).
+        ///
+        /// ```
+        /// use gguf_dequant::gpu::shaders::wgsl_decode_source;
+        /// use gguf_dequant::Format;
+        ///
+        /// let decode = wgsl_decode_source(Format::Q4_0).expect("Q4_0 has a shader");
+        /// let my_shader = format!(
+        ///     "@group(0) @binding(0) var<storage, read> tile: array<u32>;\n\
+        ///      @group(0) @binding(1) var<storage, read_write> out: array<f32>;\n\
+        ///      {decode}\n\
+        ///      @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {{\n\
+        ///          let block = id.x / 4u; let part = id.x % 4u;\n\
+        ///          if (block >= arrayLength(&out) / BLOCK_ELEMS) {{ return; }}\n\
+        ///          let v = dequant8(block * BLOCK_BYTES, part);\n\
+        ///          for (var i = 0u; i < 8u; i++) {{\n\
+        ///              out[block * BLOCK_ELEMS + part * 8u + i] = bitcast<f32>(v[i / 4u][i % 4u]);\n\
+        ///          }}\n\
+        ///      }}"
+        /// );
+        /// assert!(my_shader.contains("fn dequant8"));
+        /// ```
+        pub const fn wgsl_decode_source(format: Format) -> Option<&'static str> {
             match format {
-                $(Format::$name => Some($stem),)*
-                _ => None,
-            }
-        }
-
-        /// The extra helper files `format`'s shader includes from `shaders/lib/` (besides
-        /// `bytes`, `float`, the output packer and `entry`, which every shader includes).
-        pub const fn libs(format: Format) -> &'static [&'static str] {
-            match format {
-                $(Format::$name => &[$($($lib),*)?],)*
-                _ => &[],
-            }
-        }
-
-        /// The lookup tables `format`'s shader includes from `shaders/tables/`.
-        pub const fn tables(format: Format) -> &'static [&'static str] {
-            match format {
-                $(Format::$name => &[$($table),*],)*
-                _ => &[],
+                $(Format::$name => decoder!($stem, $kind $(($($facts)*))?),)*
             }
         }
     };
 }
 
-gpu_formats! {
-    (F32, "f32", []),
-    (F16, "f16", []),
-    (Q4_0, "q4_0", []),
-    (Q4_1, "q4_1", []),
-    (Q5_0, "q5_0", []),
-    (Q5_1, "q5_1", []),
-    (Q8_0, "q8_0", []),
-    (Q8_1, "q8_1", []),
-    (Q2_K, "q2_k", []),
-    (Q3_K, "q3_k", []),
-    (Q4_K, "q4_k", [], lib ["kquant"]),
-    (Q5_K, "q5_k", [], lib ["kquant"]),
-    (Q6_K, "q6_k", []),
-    (Q8_K, "q8_k", []),
-    (IQ4_NL, "iq4_nl", ["kvalues_iq4nl"]),
-    (BF16, "bf16", []),
-    (MXFP4, "mxfp4", ["kvalues_fp4"]),
-    (NVFP4, "nvfp4", ["kvalues_fp4"]),
-    (Q1_0, "q1_0", []),
-    (Q2_0, "q2_0", []),
-    (F8_E4M3, "f8_e4m3", []),
-    (TQ1_0, "tq1_0", []),
-    (TQ2_0, "tq2_0", []),
-    (IQ2_XXS, "iq2_xxs", ["iq_grids"], lib ["iquant"]),
-    (IQ2_XS, "iq2_xs", ["iq_grids"], lib ["iquant"]),
-    (IQ2_S, "iq2_s", ["iq_grids"], lib ["iquant"]),
-    (IQ3_XXS, "iq3_xxs", ["iq_grids"], lib ["iquant"]),
-    (IQ3_S, "iq3_s", ["iq_grids"], lib ["iquant"]),
-    (IQ1_S, "iq1_s", ["iq_grids"]),
-    (IQ1_M, "iq1_m", ["iq_grids"]),
-    (IQ4_XS, "iq4_xs", ["kvalues_iq4nl"]),
-}
+crate::formats::for_each_format!(sources);
 
 /// Values each invocation of the shared entry point decodes (`VALS` in `entry.wgsl`).
 pub const VALS_PER_INVOCATION: u64 = 8;
@@ -150,3 +187,54 @@ pub const VALS_PER_INVOCATION: u64 = 8;
 pub const WORKGROUP_SIZE: u64 = 64;
 /// Values per workgroup.
 pub const VALS_PER_WORKGROUP: u64 = VALS_PER_INVOCATION * WORKGROUP_SIZE;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The registry's `shader` lines, and only those, have a composed source for every dtype;
+    /// the CPU-only formats are the plain integers and F64.
+    #[test]
+    fn sources_follow_the_registry() {
+        for &f in Format::ALL {
+            for dtype in DType::ALL {
+                assert_eq!(source(f, dtype).is_some(), f.has_shader(), "{f} {dtype}");
+            }
+        }
+        let with: Vec<Format> = Format::ALL
+            .iter()
+            .copied()
+            .filter(|f| f.has_shader())
+            .collect();
+        assert_eq!(crate::formats::WITH_SHADER, with.as_slice());
+        let cpu_only: Vec<&str> = Format::ALL
+            .iter()
+            .filter(|f| !f.has_shader())
+            .map(|f| f.name())
+            .collect();
+        assert_eq!(cpu_only, ["I8", "I16", "I32", "I64", "F64"]);
+        for f in [Format::IQ2_XXS, Format::IQ1_M, Format::IQ3_S] {
+            assert!(f.binds_grids(), "{f}");
+        }
+        for f in [Format::Q4_K, Format::IQ4_NL, Format::IQ4_XS, Format::MXFP4] {
+            assert!(!f.binds_grids(), "{f}");
+        }
+    }
+
+    #[test]
+    fn decode_source_for_every_shader_format() {
+        for &f in Format::ALL {
+            let src = wgsl_decode_source(f);
+            assert_eq!(src.is_some(), f.has_shader(), "{f}");
+            if let Some(s) = src {
+                assert!(s.contains("fn dequant8") && !s.contains("@compute"), "{f}");
+                assert!(!s.contains("fn store8"), "{f}");
+                // Only the i-quant grid table is bound, at binding 3, as documented.
+                let bindings = s.matches("@binding").count();
+                let grids =
+                    s.contains("@group(0) @binding(3) var<storage, read> grids: array<u32>;");
+                assert_eq!(bindings, usize::from(grids), "{f}");
+            }
+        }
+    }
+}

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use gguf_dequant::gpu;
-use gguf_dequant::service::{Residency, Source};
+use gguf_dequant::gpu::loader::{Residency, Source};
 use gguf_dequant::DType;
 
 /// Inspect, verify, convert and dequantise GGUF model files, on the GPU or the CPU.

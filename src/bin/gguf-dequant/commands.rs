@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use gguf_dequant::dequant::{self, Decoder, DequantSummary};
-use gguf_dequant::gpu::{self, GpuEngine, GpuError};
-use gguf_dequant::output::OutputFormat;
-use gguf_dequant::service::{
+use gguf_dequant::gpu::loader::{
     self, LoadOptions, Progress, Residency, Selection, Source, WeightLoader,
 };
+use gguf_dequant::gpu::{self, GpuEngine, GpuError};
+use gguf_dequant::output::OutputFormat;
 use gguf_dequant::{inspect, selftest, verify, DType, Error, Format, GgufFile};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
@@ -524,7 +524,11 @@ pub fn load(args: Load<'_>) -> Result<()> {
     } else {
         Selection::All
     };
-    let total = selection.resolve(&file)?.iter().map(|t| t.n_bytes).sum();
+    let total = selection
+        .resolve(&file)?
+        .iter()
+        .map(|&i| file.tensors()[i].n_bytes)
+        .sum();
     let engine = std::sync::Arc::new(engine(args.backend)?);
     let bar = progress_bar(total, args.json || args.quiet);
     let tick = bar.clone();
@@ -542,7 +546,7 @@ pub fn load(args: Load<'_>) -> Result<()> {
         Residency::Raw => "raw",
         Residency::Dequantised(d) => d.name(),
     };
-    let peak_rss = service::peak_rss_bytes();
+    let peak_rss = loader::peak_rss_bytes();
     if args.json {
         let (backend, adapter) = backend_json(Some(&engine));
         return print_json(&json!({
@@ -615,7 +619,7 @@ pub fn bench(args: &crate::args::BenchArgs) -> Result<()> {
     let json_stdout = args.json.as_deref() == Some(Path::new("-"));
     let (backend, all) = args.backend.gpu();
     let backend = if all { backend } else { resolve(backend)? };
-    let gpu_wanted = formats.iter().any(|&f| GpuEngine::supports(f));
+    let gpu_wanted = formats.iter().any(|&f| f.has_shader());
     let adapters = if gpu_wanted {
         BenchAdapter::open(backend, all, args.wall)?
     } else {

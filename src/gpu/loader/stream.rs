@@ -89,20 +89,6 @@ impl Stream<'_> {
     }
 }
 
-/// Waits for submission `index` (at most `timeout`).
-fn wait(device: &wgpu::Device, index: wgpu::SubmissionIndex, timeout: Duration) -> Result<()> {
-    device
-        .poll(wgpu::PollType::Wait {
-            submission_index: Some(index),
-            timeout: Some(timeout),
-        })
-        .map_err(|e| match e {
-            wgpu::PollError::Timeout => GpuError::Timeout(timeout),
-            other => GpuError::DeviceLost(other.to_string()),
-        })?;
-    Ok(())
-}
-
 #[allow(clippy::too_many_arguments)]
 fn submit_all(
     engine: &GpuEngine,
@@ -115,7 +101,6 @@ fn submit_all(
     timeout: Duration,
     progress: Option<&Progress>,
 ) -> Result<()> {
-    let device = engine.device();
     let mut in_flight: VecDeque<wgpu::SubmissionIndex> = VecDeque::new();
     for chunk in &plan.chunks {
         let mut waited = Duration::ZERO;
@@ -130,7 +115,7 @@ fn submit_all(
             // Nothing to submit yet: let the GPU finish the oldest submission (which frees its
             // slot for the reader), or wait for the reader.
             if let Some(index) = in_flight.pop_front() {
-                wait(device, index, timeout)?;
+                engine.wait_for(index, timeout)?;
                 continue;
             }
             match filled_rx.recv_timeout(TICK) {
@@ -140,7 +125,7 @@ fn submit_all(
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     // Map callbacks run inside polls: make sure they fire.
-                    let _ = device.poll(wgpu::PollType::Poll);
+                    engine.poll();
                     engine.check_device()?;
                     waited += TICK;
                     if waited > timeout {
@@ -160,7 +145,7 @@ fn submit_all(
         });
     }
     if let Some(last) = in_flight.pop_back() {
-        wait(device, last, timeout)?;
+        engine.wait_for(last, timeout)?;
     }
     engine.check_device()
 }
@@ -214,10 +199,7 @@ fn submit_chunk(
             )?;
         }
     }
-    let index = scoped(device, "submitting an upload", || {
-        engine.queue().submit([encoder.finish()])
-    })?;
-    Ok(index)
+    Ok(engine.submit("submitting an upload", encoder)?)
 }
 
 /// The reader thread's state.

@@ -3,7 +3,7 @@
 //! chunk is one slot fill, one submission. The plan is metadata only (a few words per segment).
 
 use crate::gguf::TensorInfo;
-use crate::gpu::upload;
+use crate::gpu::windows;
 use crate::{DType, Format};
 
 /// How a tensor's blocks reach its buffer.
@@ -136,7 +136,7 @@ fn copy_quantum(per_block: u64) -> u64 {
 fn part_step(format: Format, align: u64) -> u64 {
     // Offsets valid for 2-byte outputs are valid for 4-byte ones (the step is a power-of-two
     // multiple); a huge limit leaves only the alignment rule.
-    upload::plan(format, 2, u64::MAX >> 8, align).map_or(1, |p| p.step_blocks)
+    windows::plan(format, 2, u64::MAX >> 8, align).map_or(1, |p| p.step_blocks)
 }
 
 /// The smallest run of blocks a segment of `path` may be cut to, and the slot bytes it takes.
@@ -144,7 +144,7 @@ fn quantum(format: Format, path: Path, lim: &Limits) -> Result<u64, crate::gpu::
     Ok(match path {
         Path::Raw | Path::Cpu(_) => copy_quantum(path.slot_bytes_per_block(format)),
         Path::Gpu(d) => {
-            upload::plan(format, d.size() as u64, lim.max_binding, lim.align)?.step_blocks
+            windows::plan(format, d.size() as u64, lim.max_binding, lim.align)?.step_blocks
         }
     })
 }
@@ -173,7 +173,7 @@ pub(crate) fn plan(
             // Even the smallest part (one step of blocks, or the whole tensor when shorter)
             // does not fit the largest buffer: splitting cannot help.
             let n = step.min(n_blocks);
-            let bytes = upload::round_up(n * per, pad);
+            let bytes = windows::round_up(n * per, pad);
             if bytes > lim.max_buffer {
                 return Err(crate::gpu::GpuError::TooLarge {
                     what: format!("{:?} ({format}, {n} blocks per aligned part)", t.name),
@@ -193,7 +193,7 @@ pub(crate) fn plan(
                 first_block: first,
                 n_blocks: n,
                 data_bytes,
-                buffer_bytes: upload::round_up(data_bytes, pad).max(pad),
+                buffer_bytes: windows::round_up(data_bytes, pad).max(pad),
             });
             first += n;
         }
@@ -203,8 +203,8 @@ pub(crate) fn plan(
         } else {
             4
         };
-        min_slot = min_slot.max(upload::round_up(q * path.slot_bytes_per_block(format), 4));
-        total_slot += upload::round_up(n_blocks * path.slot_bytes_per_block(format), seg_align);
+        min_slot = min_slot.max(windows::round_up(q * path.slot_bytes_per_block(format), 4));
+        total_slot += windows::round_up(n_blocks * path.slot_bytes_per_block(format), seg_align);
         tensors.push(TensorPlan {
             index,
             format,
@@ -215,7 +215,7 @@ pub(crate) fn plan(
     }
     let want = (staging_bytes / slots as u64) & !3;
     let slot_bytes = want
-        .min(upload::round_up(total_slot, 4))
+        .min(windows::round_up(total_slot, 4))
         .max(min_slot)
         .min(lim.max_buffer & !3);
     // Stream in file order: sequential reads.
@@ -237,7 +237,7 @@ pub(crate) fn plan(
             let mut done = 0u64;
             while done < part.n_blocks {
                 let left = part.n_blocks - done;
-                let start = upload::round_up(chunk.used, seg_align);
+                let start = windows::round_up(chunk.used, seg_align);
                 let avail = slot_bytes.saturating_sub(start);
                 let fit = avail / per;
                 let n = if left <= fit { left } else { fit / q * q };
@@ -254,7 +254,7 @@ pub(crate) fn plan(
                 }
                 let block = part.first_block + done;
                 let slot_data = n * per;
-                let slot_len = upload::round_up(slot_data, 4);
+                let slot_len = windows::round_up(slot_data, 4);
                 chunk.segments.push(Segment {
                     tensor: ti,
                     part: pi,

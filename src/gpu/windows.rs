@@ -1,4 +1,4 @@
-//! Splitting a tensor into windows that fit one storage binding, and uploading raw blocks.
+//! Splitting a tensor into windows that fit one storage binding.
 //!
 //! A window is a run of whole blocks bound at `(offset, size)` into both the source and the output
 //! buffer. Window offsets are multiples of a *step* of blocks chosen so that the source offset is a
@@ -154,47 +154,6 @@ pub(crate) fn grid(groups: u64, max_dim: u64) -> (u32, u32) {
     (x as u32, y as u32)
 }
 
-/// Creates a storage buffer holding `src` exactly as it is (the caller's memory map, not repacked),
-/// padded with zeros to a multiple of 4 bytes.
-pub(crate) fn upload(
-    device: &wgpu::Device,
-    label: &str,
-    src: &[u8],
-) -> Result<wgpu::Buffer, GpuError> {
-    upload_as(
-        device,
-        label,
-        src,
-        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-    )
-}
-
-/// [`upload`] with other usages. Unlike `create_buffer_init`, an invalid buffer (lost device,
-/// size past the limit) is an error, not a panic.
-pub(crate) fn upload_as(
-    device: &wgpu::Device,
-    label: &str,
-    src: &[u8],
-    usage: wgpu::BufferUsages,
-) -> Result<wgpu::Buffer, GpuError> {
-    let size = round_up(src.len() as u64, SRC_ALIGN).max(SRC_ALIGN);
-    let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some(label),
-        size,
-        usage,
-        mapped_at_creation: true,
-    });
-    {
-        let mut view = buffer
-            .get_mapped_range_mut(..)
-            .map_err(|e| GpuError::Map(format!("{label}: {e}")))?;
-        view.slice(..src.len()).copy_from_slice(src);
-        view.slice(src.len()..).fill(0);
-    }
-    buffer.unmap();
-    Ok(buffer)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,7 +161,7 @@ mod tests {
     #[test]
     fn steps_keep_offsets_aligned() {
         for &f in Format::ALL {
-            if super::super::shaders::source(f, crate::DType::F32).is_none() {
+            if !f.has_shader() {
                 continue;
             }
             for out in [2u64, 4] {

@@ -1,0 +1,157 @@
+//! Instances, adapters and devices: the one place that creates them, ranks adapters and installs
+//! the handlers that record device loss and uncaught errors.
+
+use std::sync::{Arc, Mutex};
+
+use super::GpuError;
+use crate::{Backend, Result};
+
+fn instance(backends: wgpu::Backends) -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = backends;
+    desc.flags = wgpu::InstanceFlags::from_build_config().with_env();
+    desc.backend_options = wgpu::BackendOptions::from_env_or_default();
+    wgpu::Instance::new(desc)
+}
+
+fn runs_compute(adapter: &wgpu::Adapter) -> bool {
+    adapter
+        .get_downlevel_capabilities()
+        .flags
+        .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
+}
+
+/// `name (backend, device type)`, as errors and reports name an adapter.
+pub(crate) fn describe(info: &wgpu::AdapterInfo) -> String {
+    format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
+}
+
+/// The adapters of `backend` that run compute shaders, best first: discrete > integrated >
+/// virtual > CPU, and Vulkan, Metal and DX12 before GL. None is [`GpuError::NoAdapter`] (also
+/// for [`Backend::Cpu`], which names no GPU).
+pub fn compute_adapters(backend: Backend) -> Result<Vec<wgpu::Adapter>> {
+    let backends = backend.wgpu_backends();
+    let all = pollster::block_on(instance(backends).enumerate_adapters(backends));
+    let seen: Vec<String> = all.iter().map(|a| describe(&a.get_info())).collect();
+    let mut usable: Vec<wgpu::Adapter> = all.into_iter().filter(runs_compute).collect();
+    if usable.is_empty() {
+        let seen = if seen.is_empty() {
+            "none".to_string()
+        } else {
+            seen.join(", ")
+        };
+        return Err(GpuError::NoAdapter {
+            backend: backend.to_string(),
+            seen,
+        }
+        .into());
+    }
+    usable.sort_by_key(|a| {
+        let info = a.get_info();
+        let kind = match info.device_type {
+            wgpu::DeviceType::DiscreteGpu => 0,
+            wgpu::DeviceType::IntegratedGpu => 1,
+            wgpu::DeviceType::VirtualGpu => 2,
+            wgpu::DeviceType::Cpu => 3,
+            wgpu::DeviceType::Other => 4,
+        };
+        (kind, info.backend == wgpu::Backend::Gl)
+    });
+    Ok(usable)
+}
+
+/// An adapter as wgpu reports it, with the limits that matter for dequantisation.
+#[derive(Clone, Debug)]
+pub struct AdapterDetails {
+    /// Name, vendor, backend, device type, driver.
+    pub info: wgpu::AdapterInfo,
+    /// The adapter's own limits (what a device created by [`super::GpuEngine::new`] gets).
+    pub limits: wgpu::Limits,
+    /// Whether it runs compute shaders (GL adapters below GLES 3.1 do not).
+    pub compute: bool,
+}
+
+/// Every adapter wgpu sees on any backend, usable for compute or not.
+pub fn list_adapters() -> Vec<AdapterDetails> {
+    let backends = Backend::All.wgpu_backends();
+    pollster::block_on(instance(backends).enumerate_adapters(backends))
+        .iter()
+        .map(|a| AdapterDetails {
+            info: a.get_info(),
+            limits: a.limits(),
+            compute: runs_compute(a),
+        })
+        .collect()
+}
+
+/// A device of `adapter` with the adapter's own limits and, when it has them, the timestamp
+/// features that [`super::timing::GpuTimer`] uses (`TIMESTAMP_QUERY`, and
+/// `TIMESTAMP_QUERY_INSIDE_ENCODERS`).
+pub(crate) fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue)> {
+    let info = adapter.get_info();
+    let desc = wgpu::DeviceDescriptor {
+        label: Some("gguf-dequant"),
+        required_features: adapter.features()
+            & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS),
+        required_limits: adapter.limits(),
+        ..Default::default()
+    };
+    pollster::block_on(adapter.request_device(&desc)).map_err(|e| {
+        GpuError::RequestDevice {
+            adapter: describe(&info),
+            reason: e.to_string(),
+        }
+        .into()
+    })
+}
+
+/// What the device callbacks recorded, checked after every engine call.
+#[derive(Default)]
+pub(crate) struct DeviceState {
+    lost: Mutex<Option<String>>,
+    uncaptured: Mutex<Option<String>>,
+}
+
+impl DeviceState {
+    /// Installs an uncaptured-error handler and a device-lost callback on `device` that record
+    /// into the returned state (replacing the device's own).
+    pub(crate) fn install(device: &wgpu::Device) -> Arc<DeviceState> {
+        let state = Arc::new(DeviceState::default());
+        let s = state.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let mut slot = s.uncaptured.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert_with(|| e.to_string());
+        }));
+        let s = state.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            let mut slot = s.lost.lock().unwrap_or_else(|p| p.into_inner());
+            *slot = Some(format!("{reason:?}: {message}"));
+        });
+        state
+    }
+
+    /// Whether the device-lost callback has run.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// [`GpuError::DeviceLost`] once the device is lost, else [`GpuError::Uncaptured`] for an
+    /// error no scope caught (clearing it), else `Ok`.
+    pub(crate) fn check(&self) -> Result<(), GpuError> {
+        if let Some(m) = self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(GpuError::DeviceLost(m));
+        }
+        if let Some(m) = self
+            .uncaptured
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            return Err(GpuError::Uncaptured(m));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,759 @@
+//! The GPU-resident weight loader: GGUF tensors streamed from the file into wgpu buffers,
+//! kept as raw quantised blocks or dequantised to f32/f16/bf16 on the GPU, for inference engines
+//! and other wgpu programs.
+//!
+//! ```no_run
+//! use gguf_dequant::gpu::loader::{Residency, WeightLoader};
+//! use gguf_dequant::{Backend, DType, GgufFile, Selection};
+//! # fn main() -> gguf_dequant::Result<()> {
+//! let loader = WeightLoader::new(Backend::Auto)?; // or WeightLoader::from_device(device, queue)
+//! let file = GgufFile::open("model.gguf")?;
+//! let model = loader.load(&file, &Selection::glob(["blk.0.*", "output_norm.weight"]), Residency::Dequantised(DType::F16))?;
+//! let t = model.get("blk.0.attn_q.weight").expect("selected");
+//! // Row 3 (`t.dims[0]` f16 values), bound for your own pipeline wherever its part is:
+//! let row = t.dims[0];
+//! let align = loader.engine().offset_alignment();
+//! let b = t.bind_elements(3 * row..4 * row, align)?;
+//! println!("{} {} {:?}: part {}, bytes {}+{}, first value at {:?}", t.name, t.format, t.dims,
+//!     b.part, b.offset, b.size, b.skip_elements);
+//! println!("{:.2} GB/s", model.report().gb_per_s());
+//! # Ok(()) }
+//! ```
+//!
+//! # What a load does
+//!
+//! [`WeightLoader::load`] resolves the [`Selection`], plans the load, allocates every resident
+//! buffer (one per tensor, or several *parts* when a tensor is larger than the device's
+//! `max_buffer_size`), then streams:
+//!
+//! ```text
+//!   reader thread                          calling thread                     GPU
+//!   mmap / read() ─► staging slot k  ──►   unmap k, encode, submit   ──►   copy k ─► dequant k
+//!        ▲                                  map_async(k) ─┐                      │
+//!        └──────────── slot k free again ◄────────────────┴──── when done ◄──────┘
+//! ```
+//!
+//! * **Bounded staging.** [`LoadOptions::staging_bytes`] (default 64 MiB) split into
+//!   [`LoadOptions::slots`] (default 4) mapped `MAP_WRITE` buffers. Each slot is filled with whole
+//!   blocks of one or more tensors (small tensors are packed together, big ones split across
+//!   slots). The reader thread fills slot k+1.. while the GPU copies and dequantises slot k, so
+//!   reading, upload and GPU work overlap; no tensor or file is ever copied whole on the heap, so
+//!   host memory stays bounded by the staging budget whatever the model size.
+//! * **Dequantisation** runs on the GPU with the engine's shaders: the raw blocks of a slot are
+//!   copied into a GPU scratch slot (storage usage) and decoded from there straight into the
+//!   tensor's buffer, bound in windows of at most the engine's binding size. Formats without a
+//!   shader (F64 and the integer types) are decoded by the CPU codecs on the reader thread into
+//!   the slot instead ([`LoadOptions::cpu_fallback`]), so every format loads and the
+//!   results are bit-exact either way.
+//! * **Sources.** [`Source::Mmap`] copies from the file's memory map; [`Source::DirectRead`]
+//!   reads the file with plain `read` calls into a slot-sized buffer (useful when the page cache
+//!   should not keep the whole model, or for a file system where mapping is slow).
+//! * **Failure.** Every error is typed ([`crate::Error`], with [`crate::Error::hint`]); nothing
+//!   panics. A failed load drops every buffer it created and registers nothing:
+//!   [`WeightLoader::stats`] is back where it was.
+//!
+//! # Using resident tensors in your own shaders
+//!
+//! Dequantised tensors are plain little-endian arrays (`array<f32>`, or `array<u32>` holding two
+//! f16/bf16 each) in ggml order: `dims[0]` is the row length. Raw tensors hold the GGUF blocks
+//! untouched; [`wgsl_decode_source`] gives the WGSL that decodes them, and
+//! [`WeightLoader::record`] / [`WeightLoader::record_tensor`] record a dequantisation into your
+//! own `CommandEncoder` for engines that manage their own memory.
+//!
+//! The loader is `Send + Sync`: share one (e.g. in an `Arc`) and load from many threads at once;
+//! each load has its own staging ring.
+
+mod freshness;
+mod plan;
+mod resident;
+mod stream;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use plan::{Limits, Path, Plan};
+use resident::{Allocation, Counters};
+pub use resident::{ElementBinding, ResidentModel, ResidentPart, ResidentTensor, ServiceStats};
+
+pub use crate::gpu::shaders::wgsl_decode_source;
+pub use crate::select::Selection;
+
+use crate::gpu::{buffers, windows, DequantJob, EngineOptions, GpuEngine, GpuError};
+use crate::{Backend, DType, Error, Format, GgufFile, Result};
+
+/// What the resident buffers hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Residency {
+    /// The GGUF blocks exactly as in the file (for the caller's own decoding shaders; see
+    /// [`wgsl_decode_source`]), padded with zeros to a multiple of 4 bytes.
+    Raw,
+    /// Values dequantised to this dtype, bit-exact with the CPU codecs.
+    Dequantised(DType),
+}
+
+impl Residency {
+    /// The dtype of the resident values: `None` for raw blocks.
+    pub fn dtype(self) -> Option<DType> {
+        match self {
+            Residency::Raw => None,
+            Residency::Dequantised(d) => Some(d),
+        }
+    }
+}
+
+/// Where the reader takes the tensor bytes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// Copy from the file's memory map (page faults do the reading). A file truncated by another
+    /// process while it is mapped can still end the process with `SIGBUS` (the map's contract,
+    /// see [`GgufFile`]); prefer [`Source::DirectRead`] where that may happen.
+    #[default]
+    Mmap,
+    /// Plain `read` calls on a new handle of the file into a slot-sized buffer. The handle is
+    /// checked against the map first (same length, same header bytes).
+    DirectRead,
+}
+
+impl Source {
+    /// `mmap` or `read`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Source::Mmap => "mmap",
+            Source::DirectRead => "read",
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Source {
+    type Err = String;
+
+    /// `mmap`, or `read` / `direct` / `direct-read`.
+    fn from_str(s: &str) -> std::result::Result<Source, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "mmap" => Ok(Source::Mmap),
+            "read" | "direct" | "direct-read" | "directread" => Ok(Source::DirectRead),
+            _ => Err(format!("unknown source `{s}` (expected mmap or read)")),
+        }
+    }
+}
+
+/// Knobs of a load. `Default` is what [`WeightLoader::load`] uses unless the loader was built
+/// with other options.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Host staging budget in bytes, split into [`slots`](Self::slots) (default 64 MiB). Raised
+    /// to the smallest slot that holds one aligned run of blocks; lowered for small selections.
+    pub staging_bytes: u64,
+    /// Staging slots in flight (default 4, at least 2).
+    pub slots: usize,
+    /// Where the bytes come from (default [`Source::Mmap`]).
+    pub source: Source,
+    /// Decode formats without a GPU shader on the CPU into the staging slots (default `true`);
+    /// `false` makes them [`GpuError::Unsupported`].
+    pub cpu_fallback: bool,
+    /// Largest buffer to create (default and cap: the device's `max_buffer_size`). Tensors
+    /// larger than this are split into parts. Tests set it small.
+    pub max_buffer_bytes: Option<u64>,
+    /// Fail with [`GpuError::OutOfMemory`] instead of letting this loader's GPU allocations (all
+    /// its loads together, staging included) exceed this many bytes. Default: no budget.
+    pub gpu_budget_bytes: Option<u64>,
+    /// How long to wait for one submission (default 60 s).
+    pub timeout: Duration,
+    /// Called with the bytes of file data in each staging chunk once it is submitted (e.g. to
+    /// drive a progress bar); the calls of one load add up to its `bytes_read`. Default: none.
+    pub progress: Option<Progress>,
+}
+
+/// A progress callback for [`LoadOptions::progress`]: `Progress::new(move |bytes| bar.inc(bytes))`.
+#[derive(Clone)]
+pub struct Progress(Arc<dyn Fn(u64) + Send + Sync>);
+
+impl Progress {
+    /// Wraps `f`, called with the bytes of each submitted chunk.
+    pub fn new(f: impl Fn(u64) + Send + Sync + 'static) -> Progress {
+        Progress(Arc::new(f))
+    }
+
+    fn report(&self, bytes: u64) {
+        (self.0)(bytes)
+    }
+}
+
+impl fmt::Debug for Progress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Progress(..)")
+    }
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            staging_bytes: 64 << 20,
+            slots: 4,
+            source: Source::Mmap,
+            cpu_fallback: true,
+            max_buffer_bytes: None,
+            gpu_budget_bytes: None,
+            timeout: Duration::from_secs(60),
+            progress: None,
+        }
+    }
+}
+
+/// Figures of one load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadReport {
+    /// Tensors loaded.
+    pub tensors: usize,
+    /// Bytes of tensor data read from the file.
+    pub bytes_read: u64,
+    /// Bytes of data resident on the GPU (padding not counted).
+    pub bytes_resident: u64,
+    /// Wall-clock seconds: planning, compiling shaders on their first use, allocation,
+    /// streaming and the wait for the GPU.
+    pub seconds: f64,
+    /// The source read from.
+    pub source: Source,
+    /// Staging bytes used: slot size times slots.
+    pub staging_bytes: u64,
+    /// Staging fills (GPU submissions).
+    pub chunks: usize,
+}
+
+impl LoadReport {
+    /// `bytes_read / seconds`, in GB/s (10⁹ bytes).
+    pub fn gb_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes_read as f64 / self.seconds / 1e9
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One dequantisation between caller-owned buffers, for [`WeightLoader::record`].
+#[derive(Clone, Copy, Debug)]
+pub struct RecordJob<'a> {
+    /// The block format of the source.
+    pub format: Format,
+    /// The output type.
+    pub dtype: DType,
+    /// Raw blocks (usage `STORAGE`), padded to 4 bytes past the data.
+    pub src: &'a wgpu::Buffer,
+    /// A multiple of the device's `min_storage_buffer_offset_alignment`.
+    pub src_offset: u64,
+    /// Output (usage `STORAGE`), with room for the values rounded up to 16 bytes.
+    pub dst: &'a wgpu::Buffer,
+    /// A multiple of 16 and of `min_storage_buffer_offset_alignment`.
+    pub dst_offset: u64,
+    /// Elements to decode: a multiple of the format's block size.
+    pub n_elements: u64,
+}
+
+/// The service: loads GGUF tensors onto one GPU device. `Send + Sync`; share it and load from
+/// any number of threads at once.
+#[derive(Clone, Debug)]
+pub struct WeightLoader {
+    engine: Arc<GpuEngine>,
+    options: LoadOptions,
+    counters: Arc<Counters>,
+}
+
+impl WeightLoader {
+    /// A loader on the best adapter of `backend`, with default options.
+    pub fn new(backend: Backend) -> Result<WeightLoader> {
+        Ok(WeightLoader::with_engine(
+            Arc::new(GpuEngine::new(backend)?),
+            LoadOptions::default(),
+        ))
+    }
+
+    /// A loader on the caller's device and queue, so the resident buffers can be used in the
+    /// caller's own pipelines. The device's error and device-lost handlers are left alone; build
+    /// the engine with [`GpuEngine::from_device`] and [`EngineOptions::install_handlers`] and use
+    /// [`WeightLoader::with_engine`] to have the loader's own recorded and checked instead.
+    pub fn from_device(device: wgpu::Device, queue: wgpu::Queue) -> Result<WeightLoader> {
+        Ok(WeightLoader::with_engine(
+            Arc::new(GpuEngine::from_device(
+                device,
+                queue,
+                EngineOptions::default(),
+            )?),
+            LoadOptions::default(),
+        ))
+    }
+
+    /// A loader on an existing engine (e.g. one with a forced small binding size), with
+    /// `options` as the defaults of [`WeightLoader::load`].
+    pub fn with_engine(engine: Arc<GpuEngine>, options: LoadOptions) -> WeightLoader {
+        WeightLoader {
+            engine,
+            options,
+            counters: Arc::default(),
+        }
+    }
+
+    /// The engine (device, queue, limits, adapter).
+    pub fn engine(&self) -> &Arc<GpuEngine> {
+        &self.engine
+    }
+
+    /// The device.
+    pub fn device(&self) -> &wgpu::Device {
+        self.engine.device()
+    }
+
+    /// The queue.
+    pub fn queue(&self) -> &wgpu::Queue {
+        self.engine.queue()
+    }
+
+    /// The adapter (name, backend, driver), as wgpu reports it.
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        self.engine.adapter_info()
+    }
+
+    /// The default options of [`WeightLoader::load`].
+    pub fn options(&self) -> &LoadOptions {
+        &self.options
+    }
+
+    /// Live totals: models, tensors, resident and allocated bytes.
+    pub fn stats(&self) -> ServiceStats {
+        self.counters.stats()
+    }
+
+    /// [`WeightLoader::load_with`] with the loader's options.
+    pub fn load(
+        &self,
+        file: &GgufFile,
+        selection: &Selection,
+        residency: Residency,
+    ) -> Result<ResidentModel> {
+        self.load_with(file, selection, residency, &self.options)
+    }
+
+    /// Makes the selected tensors of `file` resident, streaming them through a bounded staging
+    /// ring (see the [module docs](self)).
+    ///
+    /// Errors (nothing is left allocated or registered after any of them):
+    /// [`Error::NoSuchTensor`] / [`Error::Selection`] for a bad selection;
+    /// [`Error::FileChanged`] when the file at the path no longer matches the map (size, time,
+    /// header) or ends early; [`Error::Io`]; [`crate::Error::Gpu`] with
+    /// [`GpuError::OutOfMemory`] (the device, or [`LoadOptions::gpu_budget_bytes`]),
+    /// [`GpuError::DeviceLost`], [`GpuError::Unsupported`] (no shader and no CPU fallback),
+    /// [`GpuError::Timeout`], ...
+    pub fn load_with(
+        &self,
+        file: &GgufFile,
+        selection: &Selection,
+        residency: Residency,
+        options: &LoadOptions,
+    ) -> Result<ResidentModel> {
+        self.load_inner(file, selection, residency, options)
+            .map_err(|e| self.lost_or(e))
+    }
+
+    /// A failure of a lost device surfaces as whatever call hit it first (a validation or
+    /// mapping error): report the loss itself.
+    fn lost_or(&self, e: Error) -> Error {
+        match e {
+            Error::Gpu(GpuError::DeviceLost(_)) => e,
+            Error::Gpu(_) => {
+                self.engine.poll();
+                match self.engine.check_device() {
+                    Err(lost @ Error::Gpu(GpuError::DeviceLost(_))) => lost,
+                    _ => e,
+                }
+            }
+            e => e,
+        }
+    }
+
+    /// Whether the loader's device is lost ([`GpuEngine::is_lost`]): every call then fails with
+    /// [`GpuError::DeviceLost`] until [`WeightLoader::recover`].
+    pub fn is_lost(&self) -> bool {
+        self.engine.is_lost()
+    }
+
+    /// A loader with the same options on a fresh device of the same backend
+    /// ([`GpuEngine::recreate`]): how to go on after [`GpuError::DeviceLost`]. Models loaded
+    /// before live on the lost device: drop them and load again through the new loader (which
+    /// counts its own [`WeightLoader::stats`]). A loader on a caller's device
+    /// ([`WeightLoader::from_device`]) cannot recover by itself: [`GpuError::DeviceLost`].
+    pub fn recover(&self) -> Result<WeightLoader> {
+        Ok(WeightLoader::with_engine(
+            Arc::new(self.engine.recreate()?),
+            self.options.clone(),
+        ))
+    }
+
+    fn load_inner(
+        &self,
+        file: &GgufFile,
+        selection: &Selection,
+        residency: Residency,
+        options: &LoadOptions,
+    ) -> Result<ResidentModel> {
+        let start = Instant::now();
+        self.engine.check_device()?;
+        let selected = selection.resolve(file)?;
+        let before = freshness::snapshot(file)?;
+        let direct = match options.source {
+            Source::DirectRead => Some(freshness::open_direct(file)?),
+            Source::Mmap => None,
+        };
+        let plan = self.plan(file, &selected, residency, options)?;
+        let (buffers, resident_alloc) = self.allocate_resident(file, &plan, options)?;
+        let ring = self.allocate_ring(&plan, options)?;
+        stream::Stream {
+            engine: &self.engine,
+            file,
+            source: options.source,
+            plan: &plan,
+            buffers: &buffers,
+            staging: &ring.staging,
+            scratch: &ring.scratch,
+            direct,
+            timeout: options.timeout,
+            progress: options.progress.as_ref(),
+        }
+        .run()?;
+        drop(ring);
+        if freshness::snapshot(file)?.1 != before.1 {
+            return Err(freshness::file_changed(
+                file,
+                "it was modified while it was being loaded".into(),
+            ));
+        }
+        let tensors = resident_tensors(file, &plan, buffers, residency.dtype());
+        let report = LoadReport {
+            tensors: tensors.len(),
+            bytes_read: selected.iter().map(|&i| file.tensors()[i].n_bytes).sum(),
+            bytes_resident: tensors.iter().map(ResidentTensor::byte_len).sum(),
+            seconds: start.elapsed().as_secs_f64(),
+            source: options.source,
+            staging_bytes: plan.slot_bytes * plan.slots as u64,
+            chunks: plan.chunks.len(),
+        };
+        Ok(ResidentModel::register(
+            file.path().to_path_buf(),
+            residency,
+            tensors,
+            report,
+            &self.counters,
+            resident_alloc,
+        ))
+    }
+
+    /// How each selected tensor reaches the GPU (raw, GPU shader, CPU fallback), cut into parts
+    /// and staging chunks for this device; compiles the shaders the plan uses.
+    fn plan(
+        &self,
+        file: &GgufFile,
+        selected: &[usize],
+        residency: Residency,
+        options: &LoadOptions,
+    ) -> Result<Plan> {
+        let infos: Vec<_> = selected.iter().map(|&i| (i, &file.tensors()[i])).collect();
+        let mut paths = Vec::with_capacity(infos.len());
+        for (_, t) in &infos {
+            paths.push(match residency {
+                Residency::Raw => Path::Raw,
+                Residency::Dequantised(d) if t.format.has_shader() => Path::Gpu(d),
+                Residency::Dequantised(d) if options.cpu_fallback => Path::Cpu(d),
+                Residency::Dequantised(dtype) => {
+                    return Err(GpuError::Unsupported {
+                        format: t.format,
+                        dtype,
+                    }
+                    .into())
+                }
+            });
+        }
+        let device_max = self.engine.limits().max_buffer_size;
+        let limits = Limits {
+            align: self.engine.offset_alignment().max(4),
+            max_binding: self.engine.max_binding_size(),
+            max_buffer: options
+                .max_buffer_bytes
+                .map_or(device_max, |m| m.min(device_max)),
+        };
+        let plan = plan::plan(
+            &infos,
+            file.data_offset(),
+            &paths,
+            &limits,
+            options.staging_bytes,
+            options.slots,
+        )?;
+        for (t, p) in plan.tensors.iter().zip(&paths) {
+            if let Path::Gpu(d) = p {
+                self.engine.prepare(t.format, *d)?;
+            }
+        }
+        Ok(plan)
+    }
+
+    /// The resident buffers of every part, `[tensor][part]`, counted against the budget.
+    fn allocate_resident(
+        &self,
+        file: &GgufFile,
+        plan: &Plan,
+        options: &LoadOptions,
+    ) -> Result<(Vec<Vec<Arc<wgpu::Buffer>>>, Allocation)> {
+        let budget = options.gpu_budget_bytes;
+        let mut total = self.counters.reserve(0, "", budget)?;
+        let mut buffers = Vec::with_capacity(plan.tensors.len());
+        for t in &plan.tensors {
+            let name = &file.tensors()[t.index].name;
+            let mut parts = Vec::with_capacity(t.parts.len());
+            for part in &t.parts {
+                let what = format!("allocating {} bytes for {name}", part.buffer_bytes);
+                let extra = self.counters.reserve(part.buffer_bytes, &what, budget)?;
+                let buffer = buffers::create(
+                    self.device(),
+                    name,
+                    part.buffer_bytes,
+                    wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_DST
+                        | wgpu::BufferUsages::COPY_SRC,
+                    false,
+                )?;
+                total.absorb(extra);
+                parts.push(Arc::new(buffer));
+            }
+            buffers.push(parts);
+        }
+        Ok((buffers, total))
+    }
+
+    /// The staging ring (mapped for writing) and, when the plan decodes on the GPU, as many
+    /// scratch slots; counted against the budget while they live.
+    fn allocate_ring(&self, plan: &Plan, options: &LoadOptions) -> Result<Ring> {
+        let bytes = plan.slot_bytes * plan.slots as u64 * if plan.any_gpu { 2 } else { 1 };
+        let what = format!(
+            "allocating {} staging buffers of {} bytes",
+            plan.slots, plan.slot_bytes
+        );
+        let allocation = self
+            .counters
+            .reserve(bytes, &what, options.gpu_budget_bytes)?;
+        let create = |label, usage, mapped| {
+            buffers::create(self.device(), label, plan.slot_bytes, usage, mapped)
+        };
+        let staging = (0..plan.slots)
+            .map(|_| {
+                create(
+                    "gguf-dequant staging",
+                    wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                    true,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let scratch = if plan.any_gpu {
+            (0..plan.slots)
+                .map(|_| {
+                    create(
+                        "gguf-dequant scratch",
+                        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                        false,
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            Vec::new()
+        };
+        self.engine.check_device()?;
+        Ok(Ring {
+            staging,
+            scratch,
+            _allocation: allocation,
+        })
+    }
+
+    /// Records into `encoder` the dequantisation of `job` (caller-owned buffers), bound in
+    /// windows of at most the engine's binding size. Nothing is submitted: the caller submits
+    /// the encoder, and the output is ready for any later pass of it.
+    pub fn record(&self, encoder: &mut wgpu::CommandEncoder, job: &RecordJob<'_>) -> Result<()> {
+        let elems = job.format.block_elems() as u64;
+        if !job.n_elements.is_multiple_of(elems) {
+            return Err(GpuError::InvalidJob(format!(
+                "{} elements is not a whole number of {}-value {} blocks",
+                job.n_elements, elems, job.format
+            ))
+            .into());
+        }
+        self.engine.record(
+            encoder,
+            &DequantJob {
+                format: job.format,
+                dtype: job.dtype,
+                src: job.src,
+                src_offset: job.src_offset,
+                n_blocks: job.n_elements / elems,
+                dst: job.dst,
+                dst_offset: job.dst_offset,
+            },
+        )
+    }
+
+    /// Records into `encoder` the dequantisation of a raw resident tensor (every part) to `dtype`
+    /// into `dst` from byte `dst_offset` on (a multiple of 16 and of the offset alignment; the
+    /// buffer needs [`ResidentTensor::dequantised_size`] bytes from there).
+    pub fn record_tensor(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        tensor: &ResidentTensor,
+        dtype: DType,
+        dst: &wgpu::Buffer,
+        dst_offset: u64,
+    ) -> Result<()> {
+        if tensor.dtype.is_some() {
+            return Err(GpuError::InvalidJob(format!(
+                "{} is resident dequantised, not as raw blocks",
+                tensor.name
+            ))
+            .into());
+        }
+        for part in &tensor.parts {
+            self.record(
+                encoder,
+                &RecordJob {
+                    format: tensor.format,
+                    dtype,
+                    src: &part.buffer,
+                    src_offset: part.range.start,
+                    dst,
+                    dst_offset: dst_offset + part.elements.start * dtype.size() as u64,
+                    n_elements: part.elements.end - part.elements.start,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Reads a resident tensor back (all parts, data bytes only): raw blocks, or little-endian
+    /// dtype values. A heap copy of one tensor, meant for verification and tests.
+    pub fn read_back(&self, tensor: &ResidentTensor) -> Result<Vec<u8>> {
+        self.read_back_inner(tensor).map_err(|e| self.lost_or(e))
+    }
+
+    fn read_back_inner(&self, tensor: &ResidentTensor) -> Result<Vec<u8>> {
+        self.engine.check_device()?;
+        let total = tensor.byte_len() as usize;
+        let mut out = Vec::new();
+        out.try_reserve_exact(total)
+            .map_err(|_| Error::OutOfMemory {
+                bytes: total,
+                what: format!("reading back {}", tensor.name),
+            })?;
+        let device = self.engine.device();
+        for part in &tensor.parts {
+            let len = part.range.end - part.range.start;
+            let padded = windows::round_up(len, windows::SRC_ALIGN);
+            let staging = buffers::create(
+                device,
+                &format!("reading back {}", tensor.name),
+                padded.max(windows::SRC_ALIGN),
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                false,
+            )?;
+            let mut encoder = device.create_command_encoder(&Default::default());
+            let copy = padded.min(part.buffer.size() - part.range.start);
+            encoder.copy_buffer_to_buffer(&part.buffer, part.range.start, &staging, 0, copy);
+            let index = self
+                .engine
+                .submit(&format!("reading back {}", tensor.name), encoder)?;
+            let start = out.len();
+            out.resize(start + len as usize, 0);
+            self.engine.read_into(&staging, index, &mut out[start..])?;
+        }
+        Ok(out)
+    }
+}
+
+/// The staging ring of one load, and its share of the budget.
+struct Ring {
+    staging: Vec<wgpu::Buffer>,
+    scratch: Vec<wgpu::Buffer>,
+    _allocation: Allocation,
+}
+
+/// The loaded tensors, from the plan and the buffers the load filled.
+fn resident_tensors(
+    file: &GgufFile,
+    plan: &Plan,
+    buffers: Vec<Vec<Arc<wgpu::Buffer>>>,
+    dtype: Option<DType>,
+) -> Vec<ResidentTensor> {
+    plan.tensors
+        .iter()
+        .zip(buffers)
+        .map(|(t, bufs)| {
+            let info = &file.tensors()[t.index];
+            let elems = t.format.block_elems() as u64;
+            let parts = t
+                .parts
+                .iter()
+                .zip(bufs)
+                .map(|(p, buffer)| ResidentPart {
+                    buffer,
+                    range: 0..p.data_bytes,
+                    elements: p.first_block * elems..(p.first_block + p.n_blocks) * elems,
+                })
+                .collect();
+            ResidentTensor {
+                name: info.name.clone(),
+                format: info.format,
+                dims: info.dims.clone(),
+                n_elements: info.n_elements,
+                dtype,
+                parts,
+            }
+        })
+        .collect()
+}
+
+/// The process's peak resident set size (`VmHWM` of `/proc/self/status`), in bytes; `None` where
+/// that is not available (not Linux).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_types_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<WeightLoader>();
+        check::<ResidentModel>();
+        check::<ResidentTensor>();
+    }
+
+    #[test]
+    fn peak_rss_is_read_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(peak_rss_bytes().unwrap() > 1 << 20);
+        }
+    }
+}

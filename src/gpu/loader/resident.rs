@@ -1,0 +1,332 @@
+//! Resident tensors and the loader's accounting: the buffers a load made, how a shader binds a
+//! run of their elements, and the live totals of models, tensors and GPU bytes.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::{LoadReport, Residency};
+use crate::gpu::{windows, GpuError};
+use crate::{DType, Error, Format, Result};
+
+/// One buffer of a resident tensor.
+#[derive(Clone, Debug)]
+pub struct ResidentPart {
+    /// The buffer (usage `STORAGE | COPY_SRC | COPY_DST`).
+    pub buffer: Arc<wgpu::Buffer>,
+    /// The bytes of the buffer that hold this part's data (the buffer may be a little longer).
+    pub range: Range<u64>,
+    /// The tensor's elements this part holds (flat index, ggml order).
+    pub elements: Range<u64>,
+}
+
+/// A tensor on the GPU.
+#[derive(Clone, Debug)]
+pub struct ResidentTensor {
+    /// The tensor's name.
+    pub name: String,
+    /// Its ggml type in the file.
+    pub format: Format,
+    /// Dimensions in ggml order (`dims[0]` is the row length).
+    pub dims: Vec<u64>,
+    /// Number of elements.
+    pub n_elements: u64,
+    /// The resident element type: `None` for raw blocks.
+    pub dtype: Option<DType>,
+    /// The buffers, in element order: one, unless the tensor is larger than the largest buffer
+    /// ([`LoadOptions::max_buffer_bytes`]); part boundaries are whole blocks, at offsets valid
+    /// as storage-binding offsets for any dtype.
+    pub parts: Vec<ResidentPart>,
+}
+
+impl ResidentTensor {
+    /// Where `elements` (a run inside one part; for raw tensors starting on a block boundary)
+    /// lie, bound from an offset that is a multiple of `align` (the device's
+    /// `min_storage_buffer_offset_alignment`, a power of two): the part, the buffer binding
+    /// and how far into the binding the run starts. A whole tensor can be larger than one
+    /// storage binding; bind what a pass needs with this instead of computing offsets.
+    pub fn bind_elements(&self, elements: Range<u64>, align: u64) -> Result<ElementBinding<'_>> {
+        let invalid = |m: String| -> Error { GpuError::InvalidJob(m).into() };
+        if elements.start >= elements.end || elements.end > self.n_elements {
+            return Err(invalid(format!(
+                "{}: elements {elements:?} are not a non-empty run of its {} elements",
+                self.name, self.n_elements
+            )));
+        }
+        if !align.is_power_of_two() {
+            return Err(invalid(format!("alignment {align} is not a power of two")));
+        }
+        let (index, part) = self
+            .parts
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.elements.contains(&elements.start))
+            .ok_or_else(|| invalid(format!("{}: no part holds {elements:?}", self.name)))?;
+        if elements.end > part.elements.end {
+            return Err(invalid(format!(
+                "{}: elements {elements:?} cross the boundary of part {index} ({:?})",
+                self.name, part.elements
+            )));
+        }
+        // Bytes from the part's first element to the run's start and end.
+        let (start, end) = match self.dtype {
+            Some(d) => {
+                let size = d.size() as u64;
+                let first = elements.start - part.elements.start;
+                (first * size, (elements.end - part.elements.start) * size)
+            }
+            None => {
+                let (elems, bytes) = (
+                    self.format.block_elems() as u64,
+                    self.format.block_bytes() as u64,
+                );
+                if elements.start % elems != 0 {
+                    return Err(invalid(format!(
+                        "{}: raw elements must start on a {elems}-value block, not at {}",
+                        self.name, elements.start
+                    )));
+                }
+                let first = (elements.start - part.elements.start) / elems;
+                let last = (elements.end - part.elements.start).div_ceil(elems);
+                (first * bytes, last * bytes)
+            }
+        };
+        let start = part.range.start + start;
+        let offset = start / align * align;
+        let size = (part.range.start + end - offset).next_multiple_of(4);
+        Ok(ElementBinding {
+            part: index,
+            buffer: &part.buffer,
+            offset,
+            size: size.min(part.buffer.size() - offset),
+            skip_bytes: start - offset,
+            skip_elements: self.dtype.map(|d| (start - offset) / d.size() as u64),
+        })
+    }
+
+    /// Whether the tensor is split over several buffers.
+    pub fn is_split(&self) -> bool {
+        self.parts.len() > 1
+    }
+
+    /// Data bytes on the GPU, all parts together (padding not counted).
+    pub fn byte_len(&self) -> u64 {
+        self.parts.iter().map(|p| p.range.end - p.range.start).sum()
+    }
+
+    /// Bytes a destination buffer needs for [`WeightLoader::record_tensor`] to `dtype` (the
+    /// values rounded up to 16 bytes).
+    pub fn dequantised_size(&self, dtype: DType) -> u64 {
+        windows::round_up(self.n_elements * dtype.size() as u64, windows::DST_ALIGN)
+    }
+}
+
+/// A run of a resident tensor's elements as a buffer binding, from
+/// [`ResidentTensor::bind_elements`].
+#[derive(Clone, Copy, Debug)]
+pub struct ElementBinding<'a> {
+    /// Index of the part (in [`ResidentTensor::parts`]) that holds the run.
+    pub part: usize,
+    /// That part's buffer.
+    pub buffer: &'a wgpu::Buffer,
+    /// Byte offset of the binding: a multiple of the alignment asked for.
+    pub offset: u64,
+    /// Bytes bound: up to the end of the run (for raw tensors, of its last block), rounded up to
+    /// 4 bytes.
+    pub size: u64,
+    /// Bytes from `offset` to the run's first element (raw tensors: to its block).
+    pub skip_bytes: u64,
+    /// For a dequantised tensor: values from `offset` to the run's first element (`skip_bytes`
+    /// over the dtype size), the index to start at in the bound array. `None` for raw blocks.
+    pub skip_elements: Option<u64>,
+}
+
+impl ElementBinding<'_> {
+    /// The binding, for a `BindGroupEntry`.
+    pub fn resource(&self) -> wgpu::BindingResource<'_> {
+        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: self.buffer,
+            offset: self.offset,
+            size: wgpu::BufferSize::new(self.size),
+        })
+    }
+}
+
+/// Loaded tensors. Dropping it releases the buffers (those nobody else holds an `Arc` to).
+#[derive(Debug)]
+pub struct ResidentModel {
+    path: PathBuf,
+    residency: Residency,
+    tensors: Vec<ResidentTensor>,
+    /// Indices into `tensors`, sorted by name.
+    by_name: Vec<usize>,
+    report: LoadReport,
+    _registration: Registration,
+    _allocation: Allocation,
+}
+
+impl ResidentModel {
+    /// Registers `tensors` (loaded from `path`) in `counters`, holding `allocation`.
+    pub(super) fn register(
+        path: PathBuf,
+        residency: Residency,
+        tensors: Vec<ResidentTensor>,
+        report: LoadReport,
+        counters: &Arc<Counters>,
+        allocation: Allocation,
+    ) -> ResidentModel {
+        let mut by_name: Vec<usize> = (0..tensors.len()).collect();
+        by_name.sort_by(|&a, &b| tensors[a].name.cmp(&tensors[b].name));
+        counters.models.fetch_add(1, Ordering::Relaxed);
+        counters.tensors.fetch_add(tensors.len(), Ordering::Relaxed);
+        counters
+            .resident_bytes
+            .fetch_add(report.bytes_resident, Ordering::Relaxed);
+        ResidentModel {
+            path,
+            residency,
+            _registration: Registration {
+                counters: counters.clone(),
+                tensors: tensors.len(),
+                bytes: report.bytes_resident,
+            },
+            tensors,
+            by_name,
+            report,
+            _allocation: allocation,
+        }
+    }
+
+    /// The file the tensors came from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Raw or dequantised, and to which dtype.
+    pub fn residency(&self) -> Residency {
+        self.residency
+    }
+
+    /// The tensors, in file order.
+    pub fn tensors(&self) -> &[ResidentTensor] {
+        &self.tensors
+    }
+
+    /// The tensor named `name`.
+    pub fn get(&self, name: &str) -> Option<&ResidentTensor> {
+        let i = self
+            .by_name
+            .binary_search_by(|&i| self.tensors[i].name.as_str().cmp(name))
+            .ok()?;
+        self.tensors.get(self.by_name[i])
+    }
+
+    /// Figures of the load.
+    pub fn report(&self) -> &LoadReport {
+        &self.report
+    }
+}
+
+/// Live totals of one loader.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServiceStats {
+    /// Resident models alive.
+    pub models: usize,
+    /// Their tensors.
+    pub tensors: usize,
+    /// Their data bytes on the GPU.
+    pub resident_bytes: u64,
+    /// GPU buffer bytes this loader holds: resident buffers (padding included) plus the staging
+    /// and scratch buffers of loads in progress.
+    pub allocated_bytes: u64,
+}
+
+/// The live totals of one loader, shared by its models and loads.
+#[derive(Default, Debug)]
+pub(super) struct Counters {
+    models: AtomicUsize,
+    tensors: AtomicUsize,
+    resident_bytes: AtomicU64,
+    allocated_bytes: AtomicU64,
+}
+
+/// GPU bytes counted in [`ServiceStats::allocated_bytes`] until dropped.
+#[derive(Debug)]
+pub(super) struct Allocation {
+    counters: Arc<Counters>,
+    bytes: u64,
+}
+
+impl Allocation {
+    /// Takes over `other`'s bytes.
+    pub(super) fn absorb(&mut self, mut other: Allocation) {
+        self.bytes += std::mem::take(&mut other.bytes);
+    }
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        self.counters
+            .allocated_bytes
+            .fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// A model counted in [`ServiceStats`] until dropped.
+#[derive(Debug)]
+struct Registration {
+    counters: Arc<Counters>,
+    tensors: usize,
+    bytes: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.counters.models.fetch_sub(1, Ordering::Relaxed);
+        self.counters
+            .tensors
+            .fetch_sub(self.tensors, Ordering::Relaxed);
+        self.counters
+            .resident_bytes
+            .fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+impl Counters {
+    /// The totals now.
+    pub(super) fn stats(&self) -> ServiceStats {
+        ServiceStats {
+            models: self.models.load(Ordering::Relaxed),
+            tensors: self.tensors.load(Ordering::Relaxed),
+            resident_bytes: self.resident_bytes.load(Ordering::Relaxed),
+            allocated_bytes: self.allocated_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Counts `bytes` as allocated, or fails when that would pass `budget`.
+    pub(super) fn reserve(
+        self: &Arc<Self>,
+        bytes: u64,
+        what: &str,
+        budget: Option<u64>,
+    ) -> Result<Allocation> {
+        let now = self.allocated_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let alloc = Allocation {
+            counters: self.clone(),
+            bytes,
+        };
+        if let Some(budget) = budget {
+            if now > budget {
+                return Err(GpuError::OutOfMemory {
+                    what: what.to_string(),
+                    message: format!(
+                        "the loader's GPU budget of {budget} bytes would be exceeded ({now} bytes)"
+                    ),
+                }
+                .into());
+            }
+        }
+        Ok(alloc)
+    }
+}
