@@ -364,4 +364,34 @@ mod tests {
         };
     }
     for_each_format!(dispatched_row_equals_baseline_blocks);
+
+    /// Each codec file's header names its ggml id and its GPU twin, which exists, or says that
+    /// the format is CPU only, as the registry line does.
+    macro_rules! codec_headers_match_the_registry {
+        ($(($name:ident, $id:literal, $family:ident::$stem:ident, $($gpu:tt)*)),* $(,)?) => {
+            #[test]
+            fn codec_headers_match_the_registry() {
+                let root = env!("CARGO_MANIFEST_DIR");
+                $({
+                    let format = Format::$name;
+                    let stem = stringify!($stem);
+                    let codec = format!("{root}/src/formats/{}/{stem}.rs", stringify!($family));
+                    let head = std::fs::read_to_string(&codec).unwrap();
+                    let head = head.lines().take(2).collect::<Vec<_>>().join(" ");
+                    assert!(head.starts_with(&format!("//! {format} (ggml id {}", $id)), "{codec}: {head}");
+                    let twin = format!("shaders/formats/{stem}.wgsl");
+                    if format.has_shader() {
+                        assert!(head.contains(&format!("GPU twin: {twin}")), "{codec}: {head}");
+                        let wgsl = std::fs::read_to_string(format!("{root}/{twin}")).unwrap();
+                        let cpu_twin = format!("CPU twin: src/formats/{}/{stem}.rs", stringify!($family));
+                        assert!(wgsl.lines().take(3).any(|l| l.contains(&cpu_twin)), "{twin}");
+                    } else {
+                        assert!(head.contains("CPU only") && !head.contains("GPU twin"), "{codec}: {head}");
+                        assert!(!std::path::Path::new(&format!("{root}/{twin}")).exists(), "{twin}");
+                    }
+                })*
+            }
+        };
+    }
+    for_each_format!(codec_headers_match_the_registry);
 }

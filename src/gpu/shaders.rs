@@ -227,6 +227,7 @@ mod tests {
             let src = wgsl_decode_source(f);
             assert_eq!(src.is_some(), f.has_shader(), "{f}");
             if let Some(s) = src {
+                assert!(source(f, DType::F32).unwrap().starts_with(s), "{f}");
                 assert!(s.contains("fn dequant8") && !s.contains("@compute"), "{f}");
                 assert!(!s.contains("fn store8"), "{f}");
                 // Only the i-quant grid table is bound, at binding 3, as documented.

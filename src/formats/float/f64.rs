@@ -1,4 +1,4 @@
-//! F64 (ggml id 28): 1 value in 8 bytes. Spec: formats.md §4.1. GPU twin: shaders/formats/f64.wgsl
+//! F64 (ggml id 28): 1 value in 8 bytes. Spec: formats.md §4.1. CPU only (`cpu_only` in the registry: no shader)
 //!
 //! ggml has no `to_float`; values are rounded to the nearest f32, ties to even (`as f32`).
 

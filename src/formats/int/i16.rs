@@ -1,4 +1,4 @@
-//! I16 (ggml id 25): 1 value in 2 bytes. Spec: formats.md §4.1. GPU twin: shaders/formats/i16.wgsl
+//! I16 (ggml id 25): 1 value in 2 bytes. Spec: formats.md §4.1. CPU only (`cpu_only` in the registry: no shader)
 //!
 //! A two's-complement little-endian integer, converted to the nearest f32 (ties to even, `as f32`).
 

@@ -1,4 +1,4 @@
-//! I64 (ggml id 27): 1 value in 8 bytes. Spec: formats.md §4.1. GPU twin: shaders/formats/i64.wgsl
+//! I64 (ggml id 27): 1 value in 8 bytes. Spec: formats.md §4.1. CPU only (`cpu_only` in the registry: no shader)
 //!
 //! A two's-complement little-endian integer, converted to the nearest f32 (ties to even, `as f32`).
 

@@ -1,4 +1,4 @@
-//! I8 (ggml id 24): 1 value in 1 byte. Spec: formats.md §4.1. GPU twin: shaders/formats/i8.wgsl
+//! I8 (ggml id 24): 1 value in 1 byte. Spec: formats.md §4.1. CPU only (`cpu_only` in the registry: no shader)
 //!
 //! A two's-complement little-endian integer, converted to the nearest f32 (ties to even, `as f32`).
 
