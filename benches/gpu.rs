@@ -48,8 +48,12 @@ fn kernels(c: &mut Criterion) {
     g.sample_size(10)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(2));
-    for format in bench::gpu_formats() {
-        let src = bench::random_blocks(format, N_VALUES / format.block_elems(), 1);
+    for &format in gguf_dequant::formats::WITH_SHADER {
+        let src = gguf_dequant::formats::sample::normal_blocks(
+            format,
+            N_VALUES / format.block_elems(),
+            1,
+        );
         let case = GpuCase::new(&adapter, format, DType::F16, &src).expect("upload");
         g.throughput(Throughput::Bytes(case.traffic()));
         g.bench_function(BenchmarkId::from_parameter(format.name()), |b| {

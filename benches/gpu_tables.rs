@@ -32,7 +32,7 @@ use gguf_dequant::gpu::{shaders, tables, Backend, GpuEngine};
 use gguf_dequant::{DType, Format};
 use wgpu::util::DeviceExt;
 
-use gguf_dequant::bench::random_blocks;
+use gguf_dequant::formats::sample::normal_blocks;
 
 /// Values decoded per dispatch (4 MiB of f32 output).
 const N_VALUES: usize = 1 << 20;
@@ -252,7 +252,7 @@ fn bench_backend(backend: Backend) {
     });
     for &(format, grid) in CASES {
         let n_blocks = N_VALUES / format.block_elems();
-        let mut raw = random_blocks(format, n_blocks, 7 + format.id() as u64);
+        let mut raw = normal_blocks(format, n_blocks, 7 + format.id() as u64);
         raw.resize(raw.len().div_ceil(4) * 4, 0);
         let src_buf = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some("src"),

@@ -38,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let seed: u64 = args[3].parse()?;
             std::fs::write(
                 &args[4],
-                gguf_dequant::bench::random_blocks(f, n / f.block_elems(), seed),
+                gguf_dequant::formats::sample::normal_blocks(f, n / f.block_elems(), seed),
             )?;
         }
         Some("run") if args.len() == 3 || args.len() == 4 => {

