@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use gguf_dequant::bench::{self, BenchAdapter, CopyCase, GpuCase};
+use gguf_dequant::bench::{BenchAdapter, CopyCase, GpuCase};
 use gguf_dequant::gpu::loader::{LoadOptions, Residency, Selection, Source, WeightLoader};
 use gguf_dequant::gpu::Backend;
 use gguf_dequant::{DType, Format, GgufFile};
