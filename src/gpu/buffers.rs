@@ -94,6 +94,17 @@ pub(crate) fn wait(
     Ok(())
 }
 
+/// Maps `staging` for writing again once the GPU is done with it, and calls `done` with the
+/// outcome (from inside a later poll of the device, on whichever thread polls).
+pub(crate) fn map_for_write(
+    staging: &wgpu::Buffer,
+    done: impl FnOnce(Result<(), GpuError>) + Send + 'static,
+) {
+    staging.map_async(wgpu::MapMode::Write, .., move |r| {
+        done(r.map_err(|e| GpuError::Map(format!("mapping a staging buffer failed: {e}"))))
+    });
+}
+
 /// Maps `staging` (after submission `index` copied into it) and copies its first `out.len()`
 /// bytes into `out`, waiting at most `timeout`.
 pub(crate) fn read_into(

@@ -330,3 +330,79 @@ impl Counters {
         Ok(alloc)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tensor(dtype: Option<DType>, format: Format, runs: &[(u64, u64)]) -> ResidentTensor {
+        let (device, _) = wgpu::Device::noop(&wgpu::DeviceDescriptor::default());
+        let n_elements = runs.last().map_or(0, |r| r.1);
+        let per = |n: u64| match dtype {
+            Some(d) => n * d.size() as u64,
+            None => n / format.block_elems() as u64 * format.block_bytes() as u64,
+        };
+        let parts = runs
+            .iter()
+            .map(|&(first, last)| {
+                let bytes = per(last - first);
+                ResidentPart {
+                    buffer: Arc::new(device.create_buffer(&wgpu::BufferDescriptor {
+                        label: None,
+                        size: bytes.next_multiple_of(16),
+                        usage: wgpu::BufferUsages::STORAGE,
+                        mapped_at_creation: false,
+                    })),
+                    range: 0..bytes,
+                    elements: first..last,
+                }
+            })
+            .collect();
+        ResidentTensor {
+            name: "t".into(),
+            format,
+            dims: vec![64, n_elements / 64],
+            n_elements,
+            dtype,
+            parts,
+        }
+    }
+
+    #[test]
+    fn bind_elements_finds_the_part_and_aligns_the_offset() {
+        // Two parts of a dequantised f16 tensor: elements 0..4096 and 4096..8192.
+        let t = tensor(Some(DType::F16), Format::Q4_0, &[(0, 4096), (4096, 8192)]);
+        let b = t.bind_elements(4096 + 200..4096 + 264, 256).unwrap();
+        assert_eq!(b.part, 1);
+        assert_eq!(b.offset, 256); // byte 400 rounded down to 256
+        assert_eq!(b.skip_bytes, 144);
+        assert_eq!(b.skip_elements, Some(72));
+        assert_eq!(b.size, 144 + 64 * 2);
+        let whole = t.bind_elements(0..4096, 64).unwrap();
+        assert_eq!((whole.part, whole.offset, whole.size), (0, 0, 8192));
+        // A run across the part boundary, an empty run, a run past the end, a bad alignment.
+        for (r, align) in [
+            (4000..4200, 16),
+            (10..10, 16),
+            (8000..8200, 16),
+            (0..32, 48),
+        ] {
+            assert!(matches!(
+                t.bind_elements(r, align),
+                Err(Error::Gpu(GpuError::InvalidJob(_)))
+            ));
+        }
+    }
+
+    #[test]
+    fn bind_elements_of_raw_blocks_starts_on_a_block() {
+        // Raw Q4_0: 18-byte blocks of 32 values; one part.
+        let t = tensor(None, Format::Q4_0, &[(0, 32 * 100)]);
+        let b = t.bind_elements(32 * 10..32 * 12, 64).unwrap();
+        assert_eq!(b.offset, 128); // block 10 starts at byte 180
+        assert_eq!(b.skip_bytes, 52);
+        assert_eq!(b.skip_elements, None);
+        assert_eq!(b.size, (52 + 2 * 18u64).next_multiple_of(4));
+        assert!(t.bind_elements(5..40, 64).is_err());
+    }
+}

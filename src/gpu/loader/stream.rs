@@ -13,14 +13,14 @@ use std::time::Duration;
 
 use super::plan::{Chunk, Path, Plan};
 use super::{Progress, Source};
-use crate::gpu::{scoped, DequantJob, GpuEngine, GpuError};
+use crate::gpu::{buffers, scoped, DequantJob, GpuEngine, GpuError};
 use crate::{Error, GgufFile, Result};
 
 /// How long a blocked wait sleeps between checks of the other side.
 const TICK: Duration = Duration::from_millis(5);
 
 /// A staging slot handed back by its map callback: `Err` if mapping failed.
-type Freed = (usize, std::result::Result<(), String>);
+type Freed = (usize, std::result::Result<(), GpuError>);
 
 /// What one load streams through.
 pub(crate) struct Stream<'a> {
@@ -140,8 +140,8 @@ fn submit_all(
             p.report(chunk.segments.iter().map(|s| s.raw_len).sum());
         }
         let tx = free_tx.clone();
-        staging[slot].map_async(wgpu::MapMode::Write, .., move |r| {
-            let _ = tx.send((slot, r.map_err(|e| e.to_string())));
+        buffers::map_for_write(&staging[slot], move |r| {
+            let _ = tx.send((slot, r));
         });
     }
     if let Some(last) = in_flight.pop_back() {
@@ -244,10 +244,7 @@ impl Reader<'_> {
                 match free_rx.recv_timeout(TICK) {
                     Ok((slot, Ok(()))) => break slot,
                     Ok((_, Err(e))) => {
-                        let _ = filled_tx.send(Err(GpuError::Map(format!(
-                            "mapping a staging buffer failed: {e}"
-                        ))
-                        .into()));
+                        let _ = filled_tx.send(Err(e.into()));
                         return;
                     }
                     Err(RecvTimeoutError::Timeout) => {}
