@@ -26,16 +26,11 @@ TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
 N_VALUES = 4 * 1024 * 1024  # 16 MiB of f32 output per type
 ROUNDS = 3  # ours and ggml timed alternately, so that both see the same load on a shared machine
 
-# (name, ggml id) for every live type, in id order.
-TYPES = [("F32", 0), ("F16", 1), ("Q4_0", 2), ("Q4_1", 3), ("Q5_0", 6), ("Q5_1", 7), ("Q8_0", 8),
-         ("Q8_1", 9), ("Q2_K", 10), ("Q3_K", 11), ("Q4_K", 12), ("Q5_K", 13), ("Q6_K", 14),
-         ("Q8_K", 15), ("IQ2_XXS", 16), ("IQ2_XS", 17), ("IQ3_XXS", 18), ("IQ1_S", 19),
-         ("IQ4_NL", 20), ("IQ3_S", 21), ("IQ2_S", 22), ("IQ4_XS", 23), ("I8", 24), ("I16", 25),
-         ("I32", 26), ("I64", 27), ("F64", 28), ("IQ1_M", 29), ("BF16", 30), ("TQ1_0", 34),
-         ("TQ2_0", 35), ("MXFP4", 39), ("NVFP4", 40), ("Q1_0", 41), ("Q2_0", 42), ("F8_E4M3", 43)]
-
 sys.path.insert(0, os.path.join(ROOT, "scripts", "oracle"))
-from ggml_lib import Ggml  # noqa: E402
+from ggml_lib import TYPES as GGML_TYPES, Ggml  # noqa: E402
+
+# (name, ggml id) for every live type, in id order: the oracles' one table of types.
+TYPES = sorted(((name, v[0]) for name, v in GGML_TYPES.items()), key=lambda t: t[1])
 
 TO_FLOAT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float), ctypes.c_int64)
 
