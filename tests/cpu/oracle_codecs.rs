@@ -5,14 +5,14 @@
 //! Needs `GGUF_DEQUANT_ORACLE` (set by `scripts/test.sh`); without it the test is skipped, or fails
 //! under `CI=true`. All failures are collected, so one run shows every broken format.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
 use gguf_dequant::formats::Format;
 use serde::Deserialize;
+
+use crate::support;
 
 const TEST: &str = "oracle_codecs";
 
@@ -141,7 +141,7 @@ fn check(dir: &Path, fx: &Fixture) -> Result<(), String> {
 
 #[test]
 fn codecs_match_oracles() {
-    let Some(path) = common::oracle_file(TEST, "manifest.json") else {
+    let Some(path) = support::oracle_file(TEST, "manifest.json") else {
         return;
     };
     let dir = path.parent().unwrap().to_path_buf();

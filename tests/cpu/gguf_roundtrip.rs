@@ -6,18 +6,7 @@ use gguf_dequant::gguf::{
 };
 use gguf_dequant::{Error, Format};
 
-/// Deterministic pseudo-random bytes (xorshift64*).
-fn pattern(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as u8
-        })
-        .collect()
-}
+use crate::support::rng;
 
 /// Shapes with 1 to 4 dims whose ne0 is a whole number of blocks.
 fn shapes(f: Format) -> Vec<Vec<u64>> {
@@ -48,7 +37,7 @@ fn every_format_tensors() -> Vec<Expect> {
                 name: format!("t.{}.{si}", f.name().to_lowercase()),
                 dims,
                 format: f,
-                bytes: pattern(n_bytes, (fi * 16 + si) as u64),
+                bytes: rng::bytes(n_bytes, (fi * 16 + si) as u64),
             });
         }
     }

@@ -6,52 +6,8 @@ use gguf_dequant::formats::TypeIdError;
 use gguf_dequant::gguf::{parse, Array, GgufError, GgufWriter, Header, Value, ValueType};
 use gguf_dequant::Format;
 
-/// Hand-assembled GGUF bytes, for structures the writer will not produce.
-#[derive(Clone, Default)]
-struct Raw(Vec<u8>);
-
-impl Raw {
-    fn header(version: u32, n_tensors: u64, n_kv: u64) -> Raw {
-        let mut r = Raw(b"GGUF".to_vec());
-        r.u32(version).u64(n_tensors).u64(n_kv);
-        r
-    }
-    fn u8(&mut self, x: u8) -> &mut Self {
-        self.0.push(x);
-        self
-    }
-    fn u32(&mut self, x: u32) -> &mut Self {
-        self.0.extend_from_slice(&x.to_le_bytes());
-        self
-    }
-    fn u64(&mut self, x: u64) -> &mut Self {
-        self.0.extend_from_slice(&x.to_le_bytes());
-        self
-    }
-    fn str(&mut self, s: &[u8]) -> &mut Self {
-        self.u64(s.len() as u64);
-        self.0.extend_from_slice(s);
-        self
-    }
-    fn tensor(&mut self, name: &[u8], dims: &[u64], ty: u32, offset: u64) -> &mut Self {
-        self.str(name).u32(dims.len() as u32);
-        for &d in dims {
-            self.u64(d);
-        }
-        self.u32(ty).u64(offset)
-    }
-    /// Zero padding to `align`, then `n` data bytes.
-    fn data(&mut self, align: usize, n: usize) -> &mut Self {
-        while !self.0.len().is_multiple_of(align) {
-            self.0.push(0);
-        }
-        self.0.resize(self.0.len() + n, 0xAB);
-        self
-    }
-    fn bytes(&self) -> Vec<u8> {
-        self.0.clone()
-    }
-}
+use crate::support::gguf::{build, Raw};
+use crate::support::rng::Rng;
 
 /// One tensor named `t` with the given dims, type id and offset, and `n` data bytes.
 fn one_tensor(dims: &[u64], ty: u32, offset: u64, n: usize) -> Vec<u8> {
@@ -101,12 +57,6 @@ fn patch(at: usize, bytes: &[u8]) -> Vec<u8> {
     let mut b = base();
     b[at..at + bytes.len()].copy_from_slice(bytes);
     b
-}
-
-fn writer(f: impl FnOnce(&mut GgufWriter<'static>)) -> Vec<u8> {
-    let mut w = GgufWriter::new();
-    f(&mut w);
-    w.to_bytes()
 }
 
 /// Arrays nested `depth` deep under one key, innermost an empty u8 array.
@@ -450,7 +400,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Check)> {
         // Alignment.
         case!(
             "alignment 0",
-            writer(|w| {
+            build(|w| {
                 w.alignment(0)
                     .tensor("t", vec![4], Format::F32, vec![0; 16]);
             }),
@@ -458,7 +408,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Check)> {
         ),
         case!(
             "alignment 3",
-            writer(|w| {
+            build(|w| {
                 w.alignment(3)
                     .tensor("t", vec![4], Format::F32, vec![0; 16]);
             }),
@@ -466,7 +416,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Check)> {
         ),
         case!(
             "alignment as u64",
-            writer(|w| {
+            build(|w| {
                 w.metadata("general.alignment", Value::U64(32));
             }),
             E::AlignmentType {
@@ -476,7 +426,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Check)> {
         ),
         case!(
             "alignment as string",
-            writer(|w| {
+            build(|w| {
                 w.metadata("general.alignment", "32");
             }),
             E::AlignmentType {
@@ -485,26 +435,26 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Check)> {
             }
         ),
         // Names and keys.
-        case!("duplicate tensor names", writer(|w| { w.tensor("t", vec![4], Format::F32, vec![0; 16]).tensor("t", vec![4], Format::F32, vec![0; 16]); }),
+        case!("duplicate tensor names", build(|w| { w.tensor("t", vec![4], Format::F32, vec![0; 16]).tensor("t", vec![4], Format::F32, vec![0; 16]); }),
             E::DuplicateTensor { name, .. } if name == "t"),
-        case!("duplicate keys", writer(|w| { w.metadata("k", 1u8).metadata("k", 2u8); }), E::DuplicateKey { key, .. } if key == "k"),
+        case!("duplicate keys", build(|w| { w.metadata("k", 1u8).metadata("k", 2u8); }), E::DuplicateKey { key, .. } if key == "k"),
         case!(
             "65-byte tensor name",
-            writer(|w| {
+            build(|w| {
                 w.tensor("n".repeat(65), vec![4], Format::F32, vec![0; 16]);
             }),
             E::TensorNameTooLong { len: 65, .. }
         ),
         case!(
             "non-UTF-8 key",
-            writer(|w| {
+            build(|w| {
                 w.metadata(vec![b'k', 0xFF], 1u8);
             }),
             E::KeyNotUtf8 { offset: 24, .. }
         ),
         case!(
             "non-UTF-8 tensor name",
-            writer(|w| {
+            build(|w| {
                 w.tensor(vec![0xC3, 0x28], vec![4], Format::F32, vec![0; 16]);
             }),
             E::TensorNameNotUtf8 { index: 0, .. }
@@ -513,7 +463,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Check)> {
         case!(
             "bool byte 2",
             {
-                let mut b = writer(|w| {
+                let mut b = build(|w| {
                     w.metadata("b", true);
                 });
                 b[37] = 2;
@@ -641,10 +591,10 @@ fn f8_e4m3_one_byte_per_element_is_accepted() {
 fn edge_values_that_are_accepted() {
     // A 64-byte tensor name, alignment 1, an empty tensor name, nesting at the limit.
     let ok = [
-        writer(|w| {
+        build(|w| {
             w.tensor("n".repeat(64), vec![4], Format::F32, vec![0; 16]);
         }),
-        writer(|w| {
+        build(|w| {
             w.alignment(1).tensor("", vec![3], Format::I8, vec![0; 3]);
         }),
         nested(8),
@@ -680,7 +630,7 @@ fn error_messages_name_the_offset_key_and_tensor() {
         m.contains("byte 173") && m.contains("\"k.u32\"") && m.contains("175 bytes"),
         "{m}"
     );
-    let m = msg(&writer(|w| {
+    let m = msg(&build(|w| {
         w.metadata("k", 1u8).metadata("k", 2u8);
     }));
     assert!(m.contains("\"k\"") && m.contains("byte 38"), "{m}");
@@ -710,7 +660,7 @@ fn error_messages_name_the_offset_key_and_tensor() {
 fn mutated_files_never_panic() {
     let seeds = [
         base(),
-        writer(|w| {
+        build(|w| {
             w.metadata(
                 "a",
                 Value::Array(Array::Array(vec![Array::String(vec!["x".into()])])),
@@ -720,13 +670,8 @@ fn mutated_files_never_panic() {
             .tensor("f", vec![64], Format::F8_E4M3, vec![0; 64]);
         }),
     ];
-    let mut s = 0x1234_5678_9ABC_DEF1u64;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
+    let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+    let mut next = move || rng.next();
     for seed in &seeds {
         for n in 0..=seed.len() {
             let _ = parse(&seed[..n]);

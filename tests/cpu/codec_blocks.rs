@@ -3,17 +3,10 @@
 //! blocks; the spec §9 worked examples; int8 -128; NaN/Inf scales.
 
 use gguf_dequant::formats::tables::*;
-use gguf_dequant::{cpu, Format};
+use gguf_dequant::Format;
 
-fn same(a: f32, b: f32) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
-
-fn decode(format: Format, src: &[u8]) -> Vec<f32> {
-    let mut y = vec![0.0; cpu::n_values(format, src.len()).unwrap()];
-    cpu::dequant_into(format, src, &mut y).unwrap();
-    y
-}
+use crate::support::codec::{decode, same};
+use crate::support::rng;
 
 fn f16(b: &[u8], k: usize) -> f32 {
     half::f16::from_bits(u16::from_le_bytes([b[k], b[k + 1]])).to_f32()
@@ -279,13 +272,6 @@ fn block_formats() -> impl Iterator<Item = Format> {
     Format::ALL.iter().copied().filter(|f| f.block_elems() > 1)
 }
 
-fn rng(seed: &mut u64) -> u64 {
-    *seed ^= *seed << 13;
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
-    *seed
-}
-
 fn check_against_reference(f: Format, src: &[u8], what: &str) {
     let y = decode(f, src);
     let (e, n) = (f.block_elems(), f.block_bytes());
@@ -304,10 +290,8 @@ fn check_against_reference(f: Format, src: &[u8], what: &str) {
 #[test]
 fn random_blocks_match_spec_rules() {
     for f in block_formats() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15 ^ f.id() as u64;
-        let src: Vec<u8> = (0..64 * f.block_bytes())
-            .map(|_| rng(&mut seed) as u8)
-            .collect();
+        let seed = 0x9E37_79B9_7F4A_7C15 ^ f.id() as u64;
+        let src = rng::bytes(64 * f.block_bytes(), seed);
         check_against_reference(f, &src, "random");
     }
 }

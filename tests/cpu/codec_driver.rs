@@ -3,26 +3,14 @@
 use gguf_dequant::{cpu, DType, Error, Format};
 use half::{bf16, f16};
 
-fn same(a: f32, b: f32) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
-
-fn random_bytes(n: usize, mut seed: u64) -> Vec<u8> {
-    (0..n)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 24) as u8
-        })
-        .collect()
-}
+use crate::support::codec::same;
+use crate::support::rng;
 
 /// Random blocks with every f16 scale field made finite (so f16/bf16 outputs stay comparable).
 fn tame_blocks(f: Format, n_blocks: usize, seed: u64) -> Vec<u8> {
     use gguf_dequant::formats::field::FieldKind;
     let spec = f.spec();
-    let mut v = random_bytes(n_blocks * spec.bytes, seed | 1);
+    let mut v = rng::bytes(n_blocks * spec.bytes, seed);
     for b in v.chunks_exact_mut(spec.bytes) {
         for fl in spec.fields {
             if fl.kind == FieldKind::F16 {
@@ -93,7 +81,7 @@ fn ragged_inputs_decode_blockwise() {
     for &f in Format::ALL {
         let (e, n) = (f.block_elems(), f.block_bytes());
         for blocks in [0usize, 1, 3, 7, 8191 / e + 1, 65536 / e + 3] {
-            let src = random_bytes(blocks * n, 7 + blocks as u64);
+            let src = rng::bytes(blocks * n, 7 + blocks as u64);
             let whole = cpu::dequant_f32(f, &src).unwrap();
             assert_eq!(whole.len(), blocks * e);
             for (k, b) in src.chunks_exact(n).enumerate() {
@@ -186,7 +174,7 @@ fn half_rounding_is_nearest_even() {
 #[test]
 fn thread_counts_give_identical_output() {
     for &f in Format::ALL {
-        let src = random_bytes(
+        let src = rng::bytes(
             (200_000 / f.block_elems() + 5) * f.block_bytes(),
             3 + f.id() as u64,
         );

@@ -4,6 +4,8 @@ use gguf_dequant::gguf::{Array, GgufFile, GgufString, GgufWriter, Value};
 use gguf_dequant::{inspect, Format};
 use serde_json::json;
 
+use crate::support::gguf::temp_file;
+
 fn sample() -> (tempfile::TempDir, GgufFile) {
     let mut w = GgufWriter::new();
     w.metadata("general.architecture", "llama")
@@ -39,11 +41,7 @@ fn sample() -> (tempfile::TempDir, GgufFile) {
             vec![0u8; 68],
         )
         .tensor("output_norm.weight", vec![4], Format::F32, vec![0u8; 16]);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sample.gguf");
-    std::fs::write(&path, w.to_bytes()).unwrap();
-    let file = GgufFile::open(&path).unwrap();
-    (dir, file)
+    temp_file(&w, "sample.gguf")
 }
 
 #[test]

@@ -1,11 +1,11 @@
 //! The two real PyPI models against ggml's own C reader and codecs and against gguf-py: every
 //! tensor's header fields, the metadata keys, and every tensor decoded bit-for-bit.
 
-mod common;
-
 use gguf_dequant::{cpu, inspect, GgufFile};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
+
+use crate::support;
 
 fn read_json(path: &std::path::Path) -> Json {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
@@ -14,10 +14,10 @@ fn read_json(path: &std::path::Path) -> Json {
 #[test]
 fn inspect_matches_ggml_and_gguf_py() {
     const TEST: &str = "inspect_matches_ggml_and_gguf_py";
-    for model in common::MODEL_FILES {
+    for model in support::MODEL_FILES {
         let (Some(path), Some(oracle)) = (
-            common::model_file(TEST, model),
-            common::oracle_file(TEST, &format!("inspect/{model}.json")),
+            support::model_file(TEST, model),
+            support::oracle_file(TEST, &format!("inspect/{model}.json")),
         ) else {
             return;
         };
@@ -84,10 +84,10 @@ fn inspect_matches_ggml_and_gguf_py() {
 #[test]
 fn every_real_tensor_decodes_like_ggml() {
     const TEST: &str = "every_real_tensor_decodes_like_ggml";
-    for model in common::MODEL_FILES {
+    for model in support::MODEL_FILES {
         let (Some(path), Some(oracle)) = (
-            common::model_file(TEST, model),
-            common::oracle_file(TEST, &format!("models/{model}.json")),
+            support::model_file(TEST, model),
+            support::oracle_file(TEST, &format!("models/{model}.json")),
         ) else {
             return;
         };

@@ -2,18 +2,9 @@
 //! (F8_E4M3) code, decoded by the codecs and checked against rules written here from the spec.
 
 use gguf_dequant::formats::common::{f16_bits, f16_le};
-use gguf_dequant::{cpu, Format};
+use gguf_dequant::Format;
 
-/// Equal bits, or both NaN.
-fn same(a: f32, b: f32) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
-
-fn decode(format: Format, src: &[u8]) -> Vec<f32> {
-    let mut y = vec![0.0; cpu::n_values(format, src.len()).unwrap()];
-    cpu::dequant_into(format, src, &mut y).unwrap();
-    y
-}
+use crate::support::codec::{decode, same};
 
 /// Spec §2.1, in f64.
 fn f16_rule(h: u16) -> f32 {
