@@ -671,7 +671,7 @@ fn mutated_files_never_panic() {
         }),
     ];
     let mut rng = Rng(0x1234_5678_9ABC_DEF1);
-    let mut next = move || rng.next();
+    let mut next = move || rng.next_u64();
     for seed in &seeds {
         for n in 0..=seed.len() {
             let _ = parse(&seed[..n]);

@@ -9,7 +9,7 @@ pub struct Rng(pub u64);
 
 impl Rng {
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -20,7 +20,7 @@ impl Rng {
     /// Fills `b` with random bytes.
     pub fn fill(&mut self, b: &mut [u8]) {
         for x in b.iter_mut() {
-            *x = self.next() as u8;
+            *x = self.next_u64() as u8;
         }
     }
 

@@ -4,13 +4,15 @@
 //! bytes rarely hit in Q3_K / Q6_K / Q2_K / TQ1_0 / TQ2_0. Bit for bit against the CPU codecs, in
 //! f32, f16 and bf16, on lavapipe Vulkan and llvmpipe GL.
 
-mod gpu_support;
-
-use gguf_dequant::gpu::{Backend, EngineOptions};
+use gguf_dequant::gpu::GpuEngine;
 use gguf_dequant::{DType, Format};
-use gpu_support::*;
 
-fn check(engine: &gguf_dequant::gpu::GpuEngine, format: Format, src: &[u8]) -> Vec<String> {
+use crate::gpu_test;
+use crate::support::codec::{compare, cpu};
+use crate::support::gpu::{gpu_formats, label};
+use crate::support::rng::{random_blocks, Rng};
+
+fn check(engine: &GpuEngine, format: Format, src: &[u8]) -> Vec<String> {
     let mut failures = Vec::new();
     for dtype in DType::ALL {
         match engine.dequant(format, src, dtype) {
@@ -29,10 +31,8 @@ fn check(engine: &gguf_dequant::gpu::GpuEngine, format: Format, src: &[u8]) -> V
 /// subnormals (the integer path must round them exactly whether or not the adapter flushes),
 /// the smallest normals, scales whose products round at ties, the largest finite scales (products
 /// overflow to Inf), and Inf / NaN.
-fn q8_k_scales(backend: Backend, test: &str) {
-    let Some(engine) = engine(backend, test, EngineOptions::default()) else {
-        return;
-    };
+fn q8_k_scales(engine: &GpuEngine) {
+    let backend = label(engine);
     let mut scales: Vec<u32> = vec![
         0x0000_0000,
         0x0000_0001,
@@ -58,8 +58,8 @@ fn q8_k_scales(backend: Backend, test: &str) {
     let mut rng = Rng(0x08C0);
     for _ in 0..40 {
         // random subnormals and random normals
-        scales.push(rng.next() as u32 & 0x007F_FFFF);
-        scales.push(rng.next() as u32 & 0x7F7F_FFFF);
+        scales.push(rng.next_u64() as u32 & 0x007F_FFFF);
+        scales.push(rng.next_u64() as u32 & 0x7F7F_FFFF);
     }
     let negated: Vec<u32> = scales.iter().map(|s| s | 0x8000_0000).collect();
     scales.extend(negated);
@@ -68,21 +68,19 @@ fn q8_k_scales(backend: Backend, test: &str) {
         let start = src.len();
         src.extend(d.to_le_bytes());
         src.extend((0..=255u8).map(|q| q.wrapping_mul(167).wrapping_add(i as u8)));
-        src.extend((0..32).map(|_| rng.next() as u8));
+        src.extend((0..32).map(|_| rng.next_u64() as u8));
         assert_eq!(src.len() - start, Format::Q8_K.block_bytes());
     }
-    let failures = check(&engine, Format::Q8_K, &src);
+    let failures = check(engine, Format::Q8_K, &src);
     assert!(failures.is_empty(), "{backend}:\n{}", failures.join("\n"));
 }
-per_backend!(q8_k_f32_scale_edges, q8_k_scales);
+gpu_test!(q8_k_f32_scale_edges, q8_k_scales);
 
 /// Constant-byte blocks (0x00, 0x55, 0xAA, 0xFF, ...) with random f16 scale fields: every code
 /// extreme of every sub-block at once (Q3_K with all high bits clear, Q6_K's -32 and 31, scale
 /// bytes 0 and 255, the unpacking of both halves of Q4_K's / Q5_K's 6-bit scales).
-fn constant_blocks(backend: Backend, test: &str) {
-    let Some(engine) = engine(backend, test, EngineOptions::default()) else {
-        return;
-    };
+fn constant_blocks(engine: &GpuEngine) {
+    let backend = label(engine);
     let mut failures = Vec::new();
     for format in gpu_formats().into_iter().filter(|f| f.block_elems() == 256) {
         let spec = format.spec();
@@ -104,8 +102,8 @@ fn constant_blocks(backend: Backend, test: &str) {
                 }
             }
         }
-        failures.extend(check(&engine, format, &src));
+        failures.extend(check(engine, format, &src));
     }
     assert!(failures.is_empty(), "{backend}:\n{}", failures.join("\n"));
 }
-per_backend!(super_blocks_constant_bytes, constant_blocks);
+gpu_test!(super_blocks_constant_bytes, constant_blocks);

@@ -3,27 +3,29 @@
 //! record-into-encoder API and `wgsl_decode_source` on a test-owned device, 8 threads through one
 //! loader, small staging / binding / buffer limits, and failed loads that leave nothing behind.
 //!
-//! Adapters: lavapipe Vulkan and llvmpipe GL (whatever the machine has); no silent skips under
-//! `CI=true`.
+//! Adapters: lavapipe Vulkan and llvmpipe GL (whatever the machine has, `gpu_test!`); no silent
+//! skips under `CI=true`.
 
-mod common;
-mod gpu_support;
-
-use std::path::Path;
 use std::sync::Arc;
 
 use gguf_dequant::gguf::GgufWriter;
-use gguf_dequant::gpu::{Backend, EngineOptions, GpuEngine, GpuError};
+use gguf_dequant::gpu::{EngineOptions, GpuEngine, GpuError};
 use gguf_dequant::service::{
     wgsl_decode_source, LoadOptions, RecordJob, Residency, Selection, ServiceStats, Source,
     WeightLoader,
 };
 use gguf_dequant::{DType, Error, Format, GgufFile};
-use gpu_support::{compare, cpu, random_blocks};
 
-/// A small file with the model's formats (and one without a shader), about 2.3 MB.
-fn write_model(path: &Path) {
-    let tensors: Vec<(&str, Format, usize)> = vec![
+use crate::gpu_test;
+use crate::support;
+use crate::support::codec::{compare, cpu};
+use crate::support::gguf::{random_tensors, temp_file};
+use crate::support::gpu::{label, Adapter};
+
+/// A small file with the model's formats (and one without a shader), about 2.3 MB, as
+/// `small.gguf` in a temporary directory.
+fn small_file() -> (tempfile::TempDir, GgufFile) {
+    let tensors = [
         ("tok_embd.weight", Format::Q8_0, 45_000),
         ("blk.0.attn_q.weight", Format::Q4_1, 30_000),
         ("blk.0.attn_norm.weight", Format::F32, 576),
@@ -33,36 +35,14 @@ fn write_model(path: &Path) {
         ("output_norm.weight", Format::F32, 7),
         ("token_types", Format::I32, 101),
     ];
-    let data: Vec<(String, Format, usize, Vec<u8>)> = tensors
-        .into_iter()
-        .enumerate()
-        .map(|(i, (n, f, blocks))| (n.to_string(), f, blocks, random_blocks(f, blocks, i as u64)))
-        .collect();
     let mut w = GgufWriter::new();
     w.metadata("general.name", "service-test");
-    for (name, f, blocks, bytes) in &data {
-        let n = (*blocks * f.block_elems()) as u64;
-        w.tensor(name.as_str(), vec![n], *f, bytes.as_slice());
-    }
-    std::fs::write(path, w.to_bytes()).unwrap();
+    random_tensors(&mut w, &tensors, 0);
+    temp_file(&w, "small.gguf")
 }
 
-fn small_file() -> (tempfile::TempDir, GgufFile) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("small.gguf");
-    write_model(&path);
-    let file = GgufFile::open(&path).unwrap();
-    (dir, file)
-}
-
-fn loader(
-    backend: Backend,
-    test: &str,
-    engine: EngineOptions,
-    load: LoadOptions,
-) -> Option<WeightLoader> {
-    let e = gpu_support::engine(backend, test, engine)?;
-    Some(WeightLoader::with_engine(Arc::new(e), load))
+fn loader(engine: GpuEngine, load: LoadOptions) -> WeightLoader {
+    WeightLoader::with_engine(Arc::new(engine), load)
 }
 
 /// Every resident tensor equals the file (raw) or the CPU codecs (dequantised).
@@ -97,15 +77,9 @@ fn residencies() -> [Residency; 4] {
     ]
 }
 
-fn small_file_all_residencies(backend: Backend, test: &str) {
-    let Some(loader) = loader(
-        backend,
-        test,
-        EngineOptions::default(),
-        LoadOptions::default(),
-    ) else {
-        return;
-    };
+fn small_file_all_residencies(engine: GpuEngine) {
+    let backend = label(&engine);
+    let loader = loader(engine, LoadOptions::default());
     let (_dir, file) = small_file();
     for residency in residencies() {
         for source in [Source::Mmap, Source::DirectRead] {
@@ -123,24 +97,17 @@ fn small_file_all_residencies(backend: Backend, test: &str) {
                 r.bytes_read,
                 file.tensors().iter().map(|t| t.n_bytes).sum::<u64>()
             );
-            eprintln!("[{test}] {residency:?} {source}: {r:?}");
+            eprintln!("{backend} {residency:?} {source}: {r:?}");
         }
     }
     assert_eq!(loader.stats(), ServiceStats::default());
 }
-per_backend!(small_file_all_residencies, small_file_all_residencies);
+gpu_test!(small_file_all_residencies, small_file_all_residencies);
 
 /// A 1 MiB staging budget for a 2.3 MB file, a 16 KiB binding limit and a 64 KiB buffer limit:
 /// more chunks, windows and parts, the same bits.
-fn small_limits_same_result(backend: Backend, test: &str) {
-    let engine = EngineOptions {
-        max_binding_size: Some(16 << 10),
-        max_workgroups_per_dim: Some(7),
-        ..EngineOptions::default()
-    };
-    let Some(small) = loader(backend, test, engine, LoadOptions::default()) else {
-        return;
-    };
+fn small_limits_same_result(engine: GpuEngine) {
+    let small = loader(engine, LoadOptions::default());
     let (_dir, file) = small_file();
     let total: u64 = file.tensors().iter().map(|t| t.n_bytes).sum();
     assert!(total > 2 << 20);
@@ -168,17 +135,18 @@ fn small_limits_same_result(backend: Backend, test: &str) {
         }
     }
 }
-per_backend!(small_limits_same_result, small_limits_same_result);
+gpu_test!(
+    small_limits_same_result,
+    small_limits_same_result,
+    options = EngineOptions {
+        max_binding_size: Some(16 << 10),
+        max_workgroups_per_dim: Some(7),
+        ..EngineOptions::default()
+    }
+);
 
-fn selections(backend: Backend, test: &str) {
-    let Some(loader) = loader(
-        backend,
-        test,
-        EngineOptions::default(),
-        LoadOptions::default(),
-    ) else {
-        return;
-    };
+fn selections(engine: GpuEngine) {
+    let loader = loader(engine, LoadOptions::default());
     let (_dir, file) = small_file();
     let raw = Residency::Raw;
     let m = loader
@@ -253,18 +221,11 @@ fn selections(backend: Backend, test: &str) {
     );
     assert_eq!(loader.stats(), ServiceStats::default());
 }
-per_backend!(selections, selections);
+gpu_test!(selections, selections);
 
 /// 8 threads load and read back through one loader: the same bytes as one thread.
-fn eight_threads(backend: Backend, test: &str) {
-    let Some(loader) = loader(
-        backend,
-        test,
-        EngineOptions::default(),
-        LoadOptions::default(),
-    ) else {
-        return;
-    };
+fn eight_threads(engine: GpuEngine) {
+    let loader = loader(engine, LoadOptions::default());
     let (_dir, file) = small_file();
     let run = |i: usize| -> Vec<Vec<u8>> {
         let residency = residencies()[i % 4];
@@ -326,7 +287,7 @@ fn eight_threads(backend: Backend, test: &str) {
     }
     assert_eq!(loader.stats(), ServiceStats::default());
 }
-per_backend!(eight_threads, eight_threads);
+gpu_test!(eight_threads, eight_threads);
 
 fn read_buffer(
     device: &wgpu::Device,
@@ -355,38 +316,21 @@ fn read_buffer(
     view[..len as usize].to_vec()
 }
 
-/// A device the test creates itself (lavapipe Vulkan when present).
-fn own_device(test: &str) -> Option<(wgpu::Device, wgpu::Queue)> {
-    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = wgpu::Backends::VULKAN;
-    let instance = wgpu::Instance::new(desc);
-    let adapter =
-        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()));
-    let adapter = match adapter {
-        Ok(a) => a,
-        Err(e) => {
-            common::missing(test, &format!("no Vulkan adapter: {e}"));
-            return None;
-        }
-    };
-    eprintln!("[{test}] own device on {:?}", adapter.get_info().name);
+/// A device the test creates itself on `adapter`.
+fn own_device(adapter: &Adapter) -> (wgpu::Device, wgpu::Queue) {
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("test-owned"),
         required_limits: adapter.limits(),
         ..Default::default()
     }))
     .unwrap();
-    Some((device, queue))
+    (device, queue)
 }
 
 /// The caller's device: raw residency, `record` and `record_tensor` into the caller's encoder,
 /// and a caller shader composed from `wgsl_decode_source` reading a raw resident buffer.
-#[test]
-fn record_into_callers_encoder() {
-    const TEST: &str = "record_into_callers_encoder";
-    let Some((device, queue)) = own_device(TEST) else {
-        return;
-    };
+fn record_into_callers_encoder(adapter: &Adapter) {
+    let (device, queue) = own_device(adapter);
     let loader = WeightLoader::from_device(device.clone(), queue.clone()).unwrap();
     let (_dir, file) = small_file();
     let model = loader.load(&file, &Selection::All, Residency::Raw).unwrap();
@@ -459,6 +403,7 @@ fn record_into_callers_encoder() {
         Err(Error::Gpu(GpuError::InvalidJob(_)))
     ));
 }
+gpu_test!(record_into_callers_encoder, record_into_callers_encoder);
 
 /// Our own kernel: `dequant8` from `wgsl_decode_source`, reading the raw resident buffer as `tile`.
 fn decode_in_own_shader(
@@ -540,17 +485,8 @@ fn decode_in_own_shader(
 
 /// A budget that the load passes half-way: a typed out-of-memory error, and every buffer the load
 /// created is released (stats back to what they were, a model loaded before is untouched).
-#[test]
-fn failed_load_releases_everything() {
-    const TEST: &str = "failed_load_releases_everything";
-    let Some(loader) = loader(
-        Backend::Vulkan,
-        TEST,
-        EngineOptions::default(),
-        LoadOptions::default(),
-    ) else {
-        return;
-    };
+fn failed_load_releases_everything(engine: GpuEngine) {
+    let loader = loader(engine, LoadOptions::default());
     let (_dir, file) = small_file();
     let kept = loader
         .load(
@@ -580,14 +516,15 @@ fn failed_load_releases_everything() {
     drop(kept);
     assert_eq!(loader.stats(), ServiceStats::default());
 }
+gpu_test!(
+    failed_load_releases_everything,
+    failed_load_releases_everything
+);
 
 /// A destroyed device: a typed error, never a panic, nothing registered.
-#[test]
-fn destroyed_device_is_a_typed_error() {
+fn destroyed_device_is_a_typed_error(adapter: &Adapter) {
     const TEST: &str = "destroyed_device_is_a_typed_error";
-    let Some((device, queue)) = own_device(TEST) else {
-        return;
-    };
+    let (device, queue) = own_device(adapter);
     let loader = WeightLoader::from_device(device.clone(), queue).unwrap();
     let (_dir, file) = small_file();
     device.destroy();
@@ -599,19 +536,14 @@ fn destroyed_device_is_a_typed_error() {
     assert!(e.hint().is_some());
     assert_eq!(loader.stats(), ServiceStats::default());
 }
+gpu_test!(
+    destroyed_device_is_a_typed_error,
+    destroyed_device_is_a_typed_error
+);
 
 /// A file that grows or is rewritten after it was mapped: `Error::FileChanged`, with a hint.
-#[test]
-fn changed_file_is_a_typed_error() {
-    const TEST: &str = "changed_file_is_a_typed_error";
-    let Some(loader) = loader(
-        Backend::Vulkan,
-        TEST,
-        EngineOptions::default(),
-        LoadOptions::default(),
-    ) else {
-        return;
-    };
+fn changed_file_is_a_typed_error(engine: GpuEngine) {
+    let loader = loader(engine, LoadOptions::default());
     let (dir, file) = small_file();
     let path = dir.path().join("small.gguf");
     let direct = LoadOptions {
@@ -655,49 +587,44 @@ fn changed_file_is_a_typed_error() {
     }
     assert_eq!(loader.stats(), ServiceStats::default());
 }
+gpu_test!(changed_file_is_a_typed_error, changed_file_is_a_typed_error);
 
 /// The real SmolLM2 model (Q8_0, Q4_1, F32): raw residency equals `file.tensor_data`, dequantised
 /// residency equals the CPU codecs for every tensor, on every adapter.
-#[test]
-fn real_model_resident_equals_cpu() {
+fn real_model_resident_equals_cpu(engine: GpuEngine) {
     const TEST: &str = "real_model_resident_equals_cpu";
-    let Some(path) = common::model_file(TEST, common::MODEL_FILES[0]) else {
+    let Some(path) = support::model_file(TEST, support::MODEL_FILES[0]) else {
         return;
     };
     let file = GgufFile::open(&path).unwrap();
-    for backend in [Backend::Vulkan, Backend::Gl] {
-        let Some(loader) = loader(
-            backend,
-            TEST,
-            EngineOptions::default(),
-            LoadOptions::default(),
-        ) else {
-            continue;
+    let backend = label(&engine);
+    let loader = loader(engine, LoadOptions::default());
+    for (residency, source) in [
+        (Residency::Raw, Source::DirectRead),
+        (Residency::Dequantised(DType::F32), Source::Mmap),
+    ] {
+        let opts = LoadOptions {
+            source,
+            ..LoadOptions::default()
         };
-        for (residency, source) in [
-            (Residency::Raw, Source::DirectRead),
-            (Residency::Dequantised(DType::F32), Source::Mmap),
-        ] {
-            let opts = LoadOptions {
-                source,
-                ..LoadOptions::default()
-            };
-            let model = loader
-                .load_with(&file, &Selection::All, residency, &opts)
-                .unwrap();
-            assert_eq!(model.tensors().len(), file.tensors().len());
-            let r = model.report();
-            eprintln!(
-                "[{TEST}] {backend} {residency:?} {source}: {} tensors, {} B read, {} B resident, {:.2} s, {:.3} GB/s",
-                r.tensors, r.bytes_read, r.bytes_resident, r.seconds, r.gb_per_s()
-            );
-            check_model(&loader, &file, &model);
-        }
+        let model = loader
+            .load_with(&file, &Selection::All, residency, &opts)
+            .unwrap();
+        assert_eq!(model.tensors().len(), file.tensors().len());
+        let r = model.report();
+        eprintln!(
+            "[{TEST}] {backend} {residency:?} {source}: {} tensors, {} B read, {} B resident, {:.2} s, {:.3} GB/s",
+            r.tensors, r.bytes_read, r.bytes_resident, r.seconds, r.gb_per_s()
+        );
+        check_model(&loader, &file, &model);
     }
 }
+gpu_test!(
+    real_model_resident_equals_cpu,
+    real_model_resident_equals_cpu
+);
 
-#[test]
-fn progress_adds_up_to_bytes_read() {
+fn progress_adds_up_to_bytes_read(engine: GpuEngine) {
     let (_dir, file) = small_file();
     let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -710,14 +637,7 @@ fn progress_adds_up_to_bytes_read() {
         })),
         ..LoadOptions::default()
     };
-    let Some(loader) = loader(
-        Backend::Vulkan,
-        "progress_adds_up_to_bytes_read",
-        EngineOptions::default(),
-        options,
-    ) else {
-        return;
-    };
+    let loader = loader(engine, options);
     let model = loader
         .load(&file, &Selection::All, Residency::Dequantised(DType::F16))
         .unwrap();
@@ -730,3 +650,7 @@ fn progress_adds_up_to_bytes_read() {
         "one call per chunk"
     );
 }
+gpu_test!(
+    progress_adds_up_to_bytes_read,
+    progress_adds_up_to_bytes_read
+);

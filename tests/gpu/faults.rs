@@ -3,20 +3,20 @@
 //! sent), a lost device (typed `DeviceLost`, then recovery on a fresh device), and a missing
 //! adapter in the CLI (one `error:` line with the install hint).
 //!
-//! GPU tests run on lavapipe Vulkan; no silent skips under `CI=true` (`gpu_support::engine`).
+//! GPU tests run on every adapter (`gpu_test!`); no silent skips under `CI=true`.
 
-mod gpu_support;
-
-use std::process::Command;
 use std::sync::Arc;
 
 use gguf_dequant::gguf::GgufWriter;
-use gguf_dequant::gpu::{
-    plan_windows, upload, Backend, DequantJob, EngineOptions, GpuEngine, GpuError,
-};
+use gguf_dequant::gpu::{plan_windows, upload, DequantJob, EngineOptions, GpuEngine, GpuError};
 use gguf_dequant::service::{LoadOptions, Residency, Selection, ServiceStats, WeightLoader};
 use gguf_dequant::{DType, Error, Format, GgufFile};
-use gpu_support::{compare, cpu, random_blocks};
+
+use crate::gpu_test;
+use crate::support::codec::{compare, cpu};
+use crate::support::gguf::{random_tensors, save};
+use crate::support::gpu::Adapter;
+use crate::support::rng::random_blocks;
 
 // ---- The window planner ----------------------------------------------------------------------
 
@@ -107,33 +107,16 @@ fn windows_are_capped_at_4_gib() {
 
 // ---- Requests larger than the device or the budget --------------------------------------------
 
-fn engine(test: &str, options: EngineOptions) -> Option<GpuEngine> {
-    gpu_support::engine(Backend::Vulkan, test, options)
-}
-
 fn write_file(dir: &tempfile::TempDir) -> GgufFile {
-    let path = dir.path().join("faults.gguf");
     let mut w = GgufWriter::new();
     w.metadata("general.name", "faults-test");
-    let tensors: Vec<(&str, Format, usize, Vec<u8>)> = [
-        ("a.q8", Format::Q8_0, 300usize),
+    let tensors = [
+        ("a.q8", Format::Q8_0, 300),
         ("b.q4k", Format::Q4_K, 8),
         ("c.f16", Format::F16, 1000),
-    ]
-    .into_iter()
-    .enumerate()
-    .map(|(i, (n, f, b))| (n, f, b, random_blocks(f, b, 77 + i as u64)))
-    .collect();
-    for (name, f, blocks, bytes) in &tensors {
-        w.tensor(
-            *name,
-            vec![(blocks * f.block_elems()) as u64],
-            *f,
-            bytes.as_slice(),
-        );
-    }
-    std::fs::write(&path, w.to_bytes()).unwrap();
-    GgufFile::open(&path).unwrap()
+    ];
+    random_tensors(&mut w, &tensors, 77);
+    save(&w, &dir.path().join("faults.gguf"))
 }
 
 /// Every tensor of `model` equals the file (raw) or the CPU codecs.
@@ -152,14 +135,7 @@ fn check_model(
     }
 }
 
-#[test]
-fn loader_budget_fails_before_allocating() {
-    let Some(e) = engine(
-        "loader_budget_fails_before_allocating",
-        EngineOptions::default(),
-    ) else {
-        return;
-    };
+fn loader_budget_fails_before_allocating(e: GpuEngine) {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(&dir);
     let loader = WeightLoader::with_engine(Arc::new(e), LoadOptions::default());
@@ -191,18 +167,15 @@ fn loader_budget_fails_before_allocating() {
     drop(model);
     assert_eq!(loader.stats(), ServiceStats::default());
 }
+gpu_test!(
+    loader_budget_fails_before_allocating,
+    loader_budget_fails_before_allocating
+);
 
 /// A tensor whose smallest aligned part is bigger than the largest buffer: splitting cannot help,
 /// so the load fails with `TooLarge` before any buffer exists (it used to create a buffer past
 /// the limit).
-#[test]
-fn unsplittable_tensor_is_too_large_before_allocating() {
-    let Some(e) = engine(
-        "unsplittable_tensor_is_too_large_before_allocating",
-        EngineOptions::default(),
-    ) else {
-        return;
-    };
+fn unsplittable_tensor_is_too_large_before_allocating(e: GpuEngine) {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(&dir);
     let loader = WeightLoader::with_engine(Arc::new(e), LoadOptions::default());
@@ -229,21 +202,14 @@ fn unsplittable_tensor_is_too_large_before_allocating() {
     assert!(model.tensors()[0].parts.len() > 1);
     check_model(&loader, &file, &model);
 }
+gpu_test!(
+    unsplittable_tensor_is_too_large_before_allocating,
+    unsplittable_tensor_is_too_large_before_allocating
+);
 
 /// `GpuEngine::dequant` with a binding limit (1000 bytes) below one Q4_K block's f32 output: `LimitTooSmall` before any
 /// buffer is created; the engine keeps working (no uncaptured error left behind).
-#[test]
-fn engine_request_past_the_binding_limit_is_refused_up_front() {
-    let options = EngineOptions {
-        max_binding_size: Some(1000),
-        ..EngineOptions::default()
-    };
-    let Some(e) = engine(
-        "engine_request_past_the_binding_limit_is_refused_up_front",
-        options,
-    ) else {
-        return;
-    };
+fn engine_request_past_the_binding_limit_is_refused_up_front(e: &GpuEngine) {
     let src = random_blocks(Format::Q4_K, 4, 1);
     let err = e.dequant(Format::Q4_K, &src, DType::F32).unwrap_err();
     assert!(
@@ -262,25 +228,21 @@ fn engine_request_past_the_binding_limit_is_refused_up_front() {
     )
     .unwrap();
 }
+gpu_test!(
+    engine_request_past_the_binding_limit_is_refused_up_front,
+    engine_request_past_the_binding_limit_is_refused_up_front,
+    options = EngineOptions {
+        max_binding_size: Some(1000),
+        ..EngineOptions::default()
+    }
+);
 
 /// A device with a small `max_buffer_size` (`required_limits`): below the lookup tables' size,
 /// `from_device` is a typed error (it used to panic inside `create_buffer_init`); just above it,
 /// an output several times the largest buffer is cut into buffer-sized chunks and decodes
 /// exactly.
-#[test]
-fn small_device_buffers_are_errors_or_chunks_never_panics() {
+fn small_device_buffers_are_errors_or_chunks_never_panics(adapter: &Adapter) {
     const TEST: &str = "small_device_buffers_are_errors_or_chunks_never_panics";
-    let instance = wgpu::Instance::new({
-        let mut d = wgpu::InstanceDescriptor::new_without_display_handle();
-        d.backends = wgpu::Backends::VULKAN;
-        d
-    });
-    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
-    let Some(adapter) = adapters.into_iter().next() else {
-        // Let the shared helper skip loudly (or fail under CI).
-        engine(TEST, EngineOptions::default());
-        return;
-    };
     let tables = gguf_dequant::gpu::tables::words().len() as u64 * 4;
     let device_with = |max_buffer_size: u64| {
         let mut limits = adapter.limits();
@@ -319,17 +281,14 @@ fn small_device_buffers_are_errors_or_chunks_never_panics() {
     .unwrap();
     e.check_device().unwrap();
 }
+gpu_test!(
+    small_device_buffers_are_errors_or_chunks_never_panics,
+    small_device_buffers_are_errors_or_chunks_never_panics
+);
 
 /// A caller's job whose block count overflows a 64-bit size is `InvalidJob`, not an arithmetic
 /// overflow (it used to panic in debug builds and wrap in release ones).
-#[test]
-fn record_with_an_overflowing_block_count_is_invalid() {
-    let Some(e) = engine(
-        "record_with_an_overflowing_block_count_is_invalid",
-        EngineOptions::default(),
-    ) else {
-        return;
-    };
+fn record_with_an_overflowing_block_count_is_invalid(e: &GpuEngine) {
     let buf = |usage| {
         e.device().create_buffer(&wgpu::BufferDescriptor {
             label: None,
@@ -363,17 +322,14 @@ fn record_with_an_overflowing_block_count_is_invalid() {
     }
     e.check_device().unwrap();
 }
+gpu_test!(
+    record_with_an_overflowing_block_count_is_invalid,
+    record_with_an_overflowing_block_count_is_invalid
+);
 
 // ---- Device lost -----------------------------------------------------------------------------
 
-#[test]
-fn engine_device_lost_then_recreated() {
-    let Some(e) = engine(
-        "engine_device_lost_then_recreated",
-        EngineOptions::default(),
-    ) else {
-        return;
-    };
+fn engine_device_lost_then_recreated(e: &GpuEngine) {
     let src = random_blocks(Format::Q4_K, 20, 5);
     let want = cpu(Format::Q4_K, &src, DType::F16);
     compare(
@@ -431,15 +387,13 @@ fn engine_device_lost_then_recreated() {
     let got = fresh.dequant(Format::Q4_K, &src, DType::F16).unwrap();
     compare(Format::Q4_K, DType::F16, &got, &want).unwrap();
 }
+gpu_test!(
+    engine_device_lost_then_recreated,
+    engine_device_lost_then_recreated,
+    recreatable = true
+);
 
-#[test]
-fn engine_on_a_callers_device_cannot_recreate_it() {
-    let Some(e) = engine(
-        "engine_on_a_callers_device_cannot_recreate_it",
-        EngineOptions::default(),
-    ) else {
-        return;
-    };
+fn engine_on_a_callers_device_cannot_recreate_it(e: &GpuEngine) {
     let caller = GpuEngine::from_device(
         e.device().clone(),
         e.queue().clone(),
@@ -451,15 +405,12 @@ fn engine_on_a_callers_device_cannot_recreate_it() {
         Err(Error::Gpu(GpuError::DeviceLost(_)))
     ));
 }
+gpu_test!(
+    engine_on_a_callers_device_cannot_recreate_it,
+    engine_on_a_callers_device_cannot_recreate_it
+);
 
-#[test]
-fn loader_device_lost_then_recovered() {
-    let Some(e) = engine(
-        "loader_device_lost_then_recovered",
-        EngineOptions::default(),
-    ) else {
-        return;
-    };
+fn loader_device_lost_then_recovered(e: GpuEngine) {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(&dir);
     let loader = WeightLoader::with_engine(Arc::new(e), LoadOptions::default());
@@ -490,11 +441,17 @@ fn loader_device_lost_then_recovered() {
     }
     assert_eq!(fresh.stats(), ServiceStats::default());
 }
+gpu_test!(
+    loader_device_lost_then_recovered,
+    loader_device_lost_then_recovered,
+    recreatable = true
+);
 
 // ---- A missing adapter in the CLI ----------------------------------------------------------------
 
+#[cfg(feature = "cli")]
 fn cli(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gguf-dequant"))
+    crate::support::cli::bin()
         .args(args)
         .env_remove(gguf_dequant::gpu::BACKEND_ENV)
         .output()
@@ -503,7 +460,7 @@ fn cli(args: &[&str]) -> std::process::Output {
 
 /// `--backend metal` on Linux: `selftest` passes on the CPU with the hint; `verify` and `load`
 /// fail with exit 1 and exactly one `error:` line that carries the same hint.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "cli"))]
 #[test]
 fn missing_adapter_gives_the_selftest_hint_everywhere() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,19 +4,19 @@
 //!
 //! A missing adapter prints a loud SKIPPED line, or fails the test when `CI=true`.
 
-mod gpu_support;
-
-use gguf_dequant::gpu::{Backend, DequantJob, EngineOptions, GpuEngine};
+use gguf_dequant::gpu::{DequantJob, EngineOptions, GpuEngine};
 use gguf_dequant::{DType, Format};
-use gpu_support::*;
+
+use crate::gpu_test;
+use crate::support::codec::{compare, cpu, value};
+use crate::support::gpu::{gpu_formats, label};
+use crate::support::rng::{random_blocks, Rng};
 
 /// Shapes as (rows, blocks per row): one block, odd counts, several rows, more than one workgroup.
 const SHAPES: &[(usize, usize)] = &[(1, 1), (1, 3), (3, 7), (5, 33), (2, 517)];
 
-fn matches_cpu(backend: Backend, test: &str) {
-    let Some(engine) = engine(backend, test, EngineOptions::default()) else {
-        return;
-    };
+fn matches_cpu(engine: &GpuEngine) {
+    let backend = label(engine);
     let mut failures = Vec::new();
     for format in gpu_formats() {
         for (s, &(rows, per_row)) in SHAPES.iter().enumerate() {
@@ -37,15 +37,13 @@ fn matches_cpu(backend: Backend, test: &str) {
     }
     assert!(failures.is_empty(), "{backend}:\n{}", failures.join("\n"));
 }
-per_backend!(gpu_matches_cpu_bit_for_bit, matches_cpu);
+gpu_test!(gpu_matches_cpu_bit_for_bit, matches_cpu);
 
 /// Caller-owned buffers through `record`: the output sits at a nonzero aligned offset in a buffer
 /// pre-filled with a NaN sentinel; every value must be overwritten, and the bytes before the
 /// offset and past the end (the 16-byte padding and beyond) must keep the sentinel.
-fn sentinel(backend: Backend, test: &str) {
-    let Some(engine) = engine(backend, test, EngineOptions::default()) else {
-        return;
-    };
+fn sentinel(engine: &GpuEngine) {
+    let backend = label(engine);
     const SENTINEL: u8 = 0xFF; // 0xFFFF_FFFF / 0xFFFF: a NaN in f32, f16 and bf16
     let device = engine.device();
     let align = engine.offset_alignment().max(16);
@@ -135,22 +133,14 @@ fn sentinel(backend: Backend, test: &str) {
     }
     assert!(failures.is_empty(), "{backend}:\n{}", failures.join("\n"));
 }
-per_backend!(sentinel_every_value_written_nothing_past_the_end, sentinel);
+gpu_test!(sentinel_every_value_written_nothing_past_the_end, sentinel);
 
 /// A small forced binding limit: one tensor spans several windows, and window boundaries fall
 /// inside runs of 17-, 18-, 22- and 34-byte blocks and of 50- to 292-byte super-blocks (e.g. the
 /// i-quants' 50, 56, 66, 74, 82, 98 and 136, Q3_K's 110 and Q6_K's 210); tiny chunks and a tiny 2-D
 /// fold too.
-fn windowing(backend: Backend, test: &str) {
-    let options = EngineOptions {
-        max_binding_size: Some(1 << 16),
-        max_workgroups_per_dim: Some(7),
-        max_chunk_bytes: 1 << 19,
-        ..EngineOptions::default()
-    };
-    let Some(engine) = engine(backend, test, options) else {
-        return;
-    };
+fn windowing(engine: &GpuEngine) {
+    let backend = label(engine);
     let mut failures = Vec::new();
     for format in gpu_formats() {
         for dtype in [DType::F32, DType::F16] {
@@ -171,7 +161,19 @@ fn windowing(backend: Backend, test: &str) {
     }
     assert!(failures.is_empty(), "{backend}:\n{}", failures.join("\n"));
 }
-per_backend!(windows_chunks_and_2d_dispatch, windowing);
+fn windowing_options() -> EngineOptions {
+    EngineOptions {
+        max_binding_size: Some(1 << 16),
+        max_workgroups_per_dim: Some(7),
+        max_chunk_bytes: 1 << 19,
+        ..EngineOptions::default()
+    }
+}
+gpu_test!(
+    windows_chunks_and_2d_dispatch,
+    windowing,
+    options = windowing_options()
+);
 
 /// Whether the adapter flushes an f32 subnormal in a float multiply (informational: the shaders
 /// never depend on it).
@@ -245,14 +247,11 @@ fn flushes_subnormals(engine: &GpuEngine) -> bool {
 /// MXFP4 with e = 0 and 1 (scales 2^-128 and 2^-127, f32 subnormals) and e = 254, 255 (overflow
 /// to Inf): the shader builds these values as bits, so they must match the CPU exactly on every
 /// adapter, whether or not the adapter flushes subnormals in float arithmetic (reported).
-fn mxfp4_subnormal_scales(backend: Backend, test: &str) {
-    let Some(engine) = engine(backend, test, EngineOptions::default()) else {
-        return;
-    };
-    let ftz = flushes_subnormals(&engine);
+fn mxfp4_subnormal_scales(engine: &GpuEngine) {
+    let backend = label(engine);
+    let ftz = flushes_subnormals(engine);
     eprintln!(
-        "[{test}] {backend} `{}`: float multiply {} f32 subnormals; MXFP4 does not depend on it",
-        engine.adapter_info().name,
+        "{backend}: float multiply {} f32 subnormals; MXFP4 does not depend on it",
         if ftz { "FLUSHES" } else { "preserves" }
     );
     let mut src = Vec::new();
@@ -281,13 +280,10 @@ fn mxfp4_subnormal_scales(backend: Backend, test: &str) {
             .unwrap_or_else(|e| panic!("{backend} (float multiply flushes: {ftz}): {e}"));
     }
 }
-per_backend!(mxfp4_subnormal_scales_exact, mxfp4_subnormal_scales);
+gpu_test!(mxfp4_subnormal_scales_exact, mxfp4_subnormal_scales);
 
 /// Errors, not panics: a partial block, and a caller job with a misaligned offset.
-fn typed_errors(backend: Backend, test: &str) {
-    let Some(engine) = engine(backend, test, EngineOptions::default()) else {
-        return;
-    };
+fn typed_errors(engine: &GpuEngine) {
     let err = engine
         .dequant(Format::Q4_0, &[0u8; 19], DType::F32)
         .unwrap_err();
@@ -322,16 +318,14 @@ fn typed_errors(backend: Backend, test: &str) {
     let err = engine.record(&mut encoder, &job).unwrap_err();
     assert!(err.to_string().contains("multiples"), "{err}");
 }
-per_backend!(errors_are_typed, typed_errors);
+gpu_test!(errors_are_typed, typed_errors);
 
 /// Exhaustive and edge codes: every f16 and bf16 bit pattern and every F8_E4M3 byte; f32 values
 /// at and around every f16 rounding boundary (ties, subnormals, overflow, NaN payloads) for the
 /// f16/bf16 output rounding; subnormal, tiny and huge f16 scales in every scaled block format; all
 /// 256 NVFP4 scale codes (0x80..0xFF included, where bit 7 is ignored).
-fn edge_codes(backend: Backend, test: &str) {
-    let Some(engine) = engine(backend, test, EngineOptions::default()) else {
-        return;
-    };
+fn edge_codes(engine: &GpuEngine) {
+    let backend = label(engine);
     let mut cases: Vec<(Format, Vec<u8>)> = Vec::new();
     let all16: Vec<u8> = (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect();
     cases.push((Format::F16, all16.clone()));
@@ -412,18 +406,16 @@ fn edge_codes(backend: Backend, test: &str) {
     }
     assert!(failures.is_empty(), "{backend}:\n{}", failures.join("\n"));
 }
-per_backend!(edge_codes_exhaustive, edge_codes);
+gpu_test!(edge_codes_exhaustive, edge_codes);
 
 /// The i-quant super-block formats at their scale extremes: every f16 super-scale class (zero,
 /// subnormal, smallest and largest normal, Inf, NaN, both signs) with all other bytes 0x00, 0xFF
 /// (largest sub-block scales, every sign bit set, last grid entries) or random; IQ1_M's f16 scale
 /// is spread over the top nibbles of its four scale words. The shaders' products are exact, so
 /// every value must match the CPU bit for bit however the driver contracts or reorders them.
-fn iquant_extremes(backend: Backend, test: &str) {
+fn iquant_extremes(engine: &GpuEngine) {
     use Format::*;
-    let Some(engine) = engine(backend, test, EngineOptions::default()) else {
-        return;
-    };
+    let backend = label(engine);
     let scales: [u16; 12] = [
         0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00,
         0x7E01,
@@ -466,4 +458,4 @@ fn iquant_extremes(backend: Backend, test: &str) {
     }
     assert!(failures.is_empty(), "{backend}:\n{}", failures.join("\n"));
 }
-per_backend!(iquant_scale_extremes, iquant_extremes);
+gpu_test!(iquant_scale_extremes, iquant_extremes);

@@ -1,18 +1,18 @@
 //! End-to-end GPU throughput (upload, decode, readback) against the CPU codecs on all cores.
-//! Ignored by default: `cargo test --test gpu_throughput -- --ignored --nocapture`.
-
-mod gpu_support;
+//! Ignored by default: `cargo test --test gpu gpu_throughput -- --ignored --nocapture`.
 
 use std::time::Instant;
 
-use gguf_dequant::gpu::{Backend, EngineOptions};
+use gguf_dequant::gpu::GpuEngine;
 use gguf_dequant::{DType, Format};
-use gpu_support::*;
 
-fn throughput(backend: Backend, test: &str) {
-    let Some(engine) = engine(backend, test, EngineOptions::default()) else {
-        return;
-    };
+use crate::gpu_test;
+use crate::support::codec::{compare, cpu};
+use crate::support::gpu::label;
+use crate::support::rng::random_blocks;
+
+fn throughput(engine: &GpuEngine) {
+    let backend = label(engine);
     for format in [
         Format::Q4_0,
         Format::Q8_0,
@@ -34,7 +34,7 @@ fn throughput(backend: Backend, test: &str) {
             let c = t.elapsed();
             compare(format, dtype, &gpu, &want).unwrap();
             eprintln!(
-                "[{test}] {format} to {dtype}: 16 Mi values, GPU end-to-end {:.0} ms ({:.2} GB/s out), CPU {:.0} ms",
+                "{backend}: {format} to {dtype}: 16 Mi values, GPU end-to-end {:.0} ms ({:.2} GB/s out), CPU {:.0} ms",
                 g.as_secs_f64() * 1e3,
                 gpu.len() as f64 / g.as_secs_f64() / 1e9,
                 c.as_secs_f64() * 1e3
@@ -43,16 +43,8 @@ fn throughput(backend: Backend, test: &str) {
     }
 }
 
-mod throughput {
-    use super::*;
-    #[test]
+gpu_test!(
     #[ignore = "timing only"]
-    fn vulkan() {
-        throughput(Backend::Vulkan, "throughput::vulkan");
-    }
-    #[test]
-    #[ignore = "timing only"]
-    fn gl() {
-        throughput(Backend::Gl, "throughput::gl");
-    }
-}
+    throughput,
+    throughput
+);

@@ -12,15 +12,17 @@
 //! Missing fixtures skip the test loudly, or fail it under `CI=true`; so does a missing adapter.
 //! All failures are collected, so one run shows every broken format.
 
-mod common;
-mod gpu_support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use gguf_dequant::gpu::{Backend, EngineOptions, GpuEngine};
+use gguf_dequant::gpu::GpuEngine;
 use gguf_dequant::{DType, Format};
 use serde::Deserialize;
+
+use crate::gpu_test;
+use crate::support;
+use crate::support::codec::{cpu, is_nan, value};
+use crate::support::gpu::label;
 
 const TEST: &str = "oracle_quantized";
 
@@ -75,7 +77,7 @@ impl Loaded<'_> {
 
 /// The manifest and its directory, or `None` after a loud skip (a panic under `CI=true`).
 fn manifest() -> Option<(PathBuf, Manifest)> {
-    let path = common::oracle_file(TEST, "quantized/manifest.json")?;
+    let path = support::oracle_file(TEST, "quantized/manifest.json")?;
     let text = std::fs::read_to_string(&path).expect("read quantized/manifest.json");
     let m: Manifest = serde_json::from_str(&text).expect("parse quantized/manifest.json");
     Some((path.parent().unwrap().to_path_buf(), m))
@@ -129,14 +131,6 @@ fn load<'a>(dir: &Path, fx: &'a Fixture) -> Result<Loaded<'a>, String> {
     })
 }
 
-fn is_nan(dtype: DType, v: u32) -> bool {
-    match dtype {
-        DType::F32 => v & 0x7FFF_FFFF > 0x7F80_0000,
-        DType::F16 => v & 0x7FFF > 0x7C00,
-        DType::BF16 => v & 0x7FFF > 0x7F80,
-    }
-}
-
 fn show(dtype: DType, bits: u32) -> String {
     match dtype {
         DType::F32 => format!("{bits:#010x} ({:e})", f32::from_bits(bits)),
@@ -181,7 +175,7 @@ fn diff(
 /// Little-endian `dtype` bytes as raw bits per value.
 fn bits(dtype: DType, bytes: &[u8]) -> Vec<u32> {
     (0..bytes.len() / dtype.size())
-        .map(|i| gpu_support::value(dtype, bytes, i))
+        .map(|i| value(dtype, bytes, i))
         .collect()
 }
 
@@ -245,11 +239,9 @@ fn cpu_codecs_match_ggml_on_quantiser_output() {
 
 /// Every fixture of a format with a shader, on the GPU, against the CPU (f32, f16, bf16) and
 /// against ggml (f32).
-fn gpu_matches(backend: Backend, test: &str) {
+fn gpu_matches(engine: &GpuEngine) {
+    let backend = label(engine);
     let Some((dir, m)) = manifest() else {
-        return;
-    };
-    let Some(engine) = gpu_support::engine(backend, test, EngineOptions::default()) else {
         return;
     };
     let mut failures = Vec::new();
@@ -272,7 +264,7 @@ fn gpu_matches(backend: Backend, test: &str) {
                     continue;
                 }
             };
-            let cpu = bits(dtype, &gpu_support::cpu(l.format, &l.blocks, dtype));
+            let cpu = bits(dtype, &cpu(l.format, &l.blocks, dtype));
             if let Err(why) = diff(l.format, l.fx.n_per_row, dtype, &gpu, &cpu) {
                 failures.push(format!("{}: {backend} GPU vs CPU: {why}", l.label()));
             }
@@ -290,13 +282,13 @@ fn gpu_matches(backend: Backend, test: &str) {
         .filter(|n| unsupported.contains(n))
         .collect();
     eprintln!(
-        "[{test}] {backend}: checked {} fixtures of {} formats on the GPU: {}",
+        "[{TEST}] {backend}: checked {} fixtures of {} formats on the GPU: {}",
         checked.values().sum::<usize>(),
         checked.len(),
         checked.keys().copied().collect::<Vec<_>>().join(" ")
     );
     eprintln!(
-        "[{test}] {backend}: NOT CHECKED, no shader yet ({} formats, {} of them super-block): {}",
+        "[{TEST}] {backend}: NOT CHECKED, no shader yet ({} formats, {} of them super-block): {}",
         unsupported.len(),
         super_unsupported.len(),
         unsupported.join(" ")
@@ -308,4 +300,4 @@ fn gpu_matches(backend: Backend, test: &str) {
         failures.join("\n")
     );
 }
-per_backend!(gpu_matches_cpu_on_quantiser_output, gpu_matches);
+gpu_test!(gpu_matches_cpu_on_quantiser_output, gpu_matches);

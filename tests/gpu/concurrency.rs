@@ -4,21 +4,23 @@
 //! watchdog's timeout (no deadlock), and memory must stay bounded: `stats()` back to the baseline
 //! once the models are dropped, and peak RSS not growing across repeated rounds.
 //!
-//! Lavapipe Vulkan; no silent skips under `CI=true`.
-
-mod gpu_support;
+//! On every adapter (`gpu_test!`), with no other GPU test running; no silent skips under
+//! `CI=true`.
 
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gguf_dequant::gguf::GgufWriter;
-use gguf_dequant::gpu::{Backend, EngineOptions};
+use gguf_dequant::gpu::GpuEngine;
 use gguf_dequant::service::{
     peak_rss_bytes, LoadOptions, Residency, ResidentModel, Selection, ServiceStats, WeightLoader,
 };
 use gguf_dequant::{DType, Format, GgufFile};
-use gpu_support::random_blocks;
+
+use crate::gpu_test;
+use crate::support::gguf::{random_tensors, save};
+use crate::support::rng::random_blocks;
 
 const THREADS: usize = 8;
 const REQUESTS: usize = 25;
@@ -37,24 +39,10 @@ const TENSORS: [(&str, Format, usize); 7] = [
 ];
 
 fn write_file(dir: &tempfile::TempDir) -> GgufFile {
-    let path = dir.path().join("concurrency.gguf");
-    let data: Vec<(&str, Format, usize, Vec<u8>)> = TENSORS
-        .iter()
-        .enumerate()
-        .map(|(i, &(n, f, b))| (n, f, b, random_blocks(f, b, 900 + i as u64)))
-        .collect();
     let mut w = GgufWriter::new();
     w.metadata("general.name", "concurrency-test");
-    for (name, f, blocks, bytes) in &data {
-        w.tensor(
-            *name,
-            vec![(blocks * f.block_elems()) as u64],
-            *f,
-            bytes.as_slice(),
-        );
-    }
-    std::fs::write(&path, w.to_bytes()).unwrap();
-    GgufFile::open(&path).unwrap()
+    random_tensors(&mut w, &TENSORS, 900);
+    save(&w, &dir.path().join("concurrency.gguf"))
 }
 
 const RESIDENCIES: [Residency; 4] = [
@@ -150,15 +138,7 @@ fn record_and_read(
     out
 }
 
-#[test]
-fn eight_threads_match_the_sequential_run() {
-    let Some(engine) = gpu_support::engine(
-        Backend::Vulkan,
-        "eight_threads_match_the_sequential_run",
-        EngineOptions::default(),
-    ) else {
-        return;
-    };
+fn eight_threads_match_the_sequential_run(engine: GpuEngine) {
     let dir = tempfile::tempdir().unwrap();
     let file = Arc::new(write_file(&dir));
     let loader = WeightLoader::with_engine(
@@ -275,3 +255,8 @@ fn eight_threads_match_the_sequential_run() {
         );
     }
 }
+gpu_test!(
+    eight_threads_match_the_sequential_run,
+    eight_threads_match_the_sequential_run,
+    exclusive = true
+);
