@@ -1,15 +1,15 @@
 //! The GPU commands as a user runs them: `selftest`, `adapters`, `verify` and `convert`, on lavapipe
 //! Vulkan and llvmpipe GL; real models from `$GGUF_DEQUANT_MODELS`. No silent skips with `CI=true`.
 
-mod common;
-
-use common::{have, run, text};
-
 use std::process::Command;
 
 use gguf_dequant::gpu::GpuEngine;
 use gguf_dequant::{Format, GgufFile};
 use serde_json::Value as Json;
+
+use crate::support;
+use crate::support::cli::{have, run, text, EXE};
+use crate::support::gpu::gpu_formats;
 
 const BACKENDS: [&str; 2] = ["vulkan", "gl"];
 
@@ -39,11 +39,7 @@ fn selftest_passes_on_both_software_adapters() {
         assert_eq!(json["ok"], true);
         assert_eq!(json["backend"], backend);
         let gpu = json["gpu"].as_array().unwrap();
-        let shaders = Format::ALL
-            .iter()
-            .filter(|&&f| GpuEngine::supports(f))
-            .count();
-        assert_eq!(gpu.len(), shaders);
+        assert_eq!(gpu.len(), gpu_formats().len());
         for s in gpu {
             assert_eq!(s["f32_mismatches"], 0, "{s}");
             assert_eq!(s["f16_mismatches"], 0, "{s}");
@@ -84,8 +80,8 @@ fn adapters_lists_what_wgpu_sees() {
 #[test]
 fn verify_real_models_on_both_backends() {
     const TEST: &str = "verify_real_models_on_both_backends";
-    for model in common::MODEL_FILES {
-        let Some(path) = common::model_file(TEST, model) else {
+    for model in support::MODEL_FILES {
+        let Some(path) = support::model_file(TEST, model) else {
             return;
         };
         let file = GgufFile::open(&path).unwrap();
@@ -125,11 +121,10 @@ fn verify_real_models_on_both_backends() {
 #[test]
 fn convert_gemma_to_f16_equals_ggml_rounded() {
     const TEST: &str = "convert_gemma_to_f16_equals_ggml_rounded";
-    let Some(model) = common::model_file(TEST, common::MODEL_FILES[1]) else {
+    let Some(model) = support::model_file(TEST, support::MODEL_FILES[1]) else {
         return;
     };
-    let Ok(python) = std::env::var("GGUF_DEQUANT_PYTHON") else {
-        common::missing(TEST, "GGUF_DEQUANT_PYTHON is not set");
+    let Some(python) = support::python(TEST) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -200,7 +195,7 @@ fn bad_requests_are_one_line_errors() {
 #[test]
 fn load_peak_rss_is_bounded() {
     const TEST: &str = "load_peak_rss_is_bounded";
-    let Some(model) = common::model_file(TEST, common::MODEL_FILES[1]) else {
+    let Some(model) = support::model_file(TEST, support::MODEL_FILES[1]) else {
         return;
     };
     if !have("vulkan", TEST) {
@@ -208,14 +203,14 @@ fn load_peak_rss_is_bounded() {
     }
     let time = std::path::Path::new("/usr/bin/time");
     if !time.exists() {
-        common::missing(TEST, "/usr/bin/time is missing (Debian package `time`)");
+        support::missing(TEST, "/usr/bin/time is missing (Debian package `time`)");
         return;
     }
     let file_size = std::fs::metadata(&model).unwrap().len();
     for source in ["mmap", "read"] {
         let o = Command::new(time)
             .arg("-v")
-            .arg(env!("CARGO_BIN_EXE_gguf-dequant"))
+            .arg(EXE)
             .args([
                 "load",
                 model.to_str().unwrap(),

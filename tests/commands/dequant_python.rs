@@ -1,13 +1,15 @@
 //! `dequant` outputs read back by the Python ecosystem: `.npy` by numpy and `.safetensors` by the
 //! safetensors package, on the real SmolLM2 model, equal the library's output bit-for-bit.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use gguf_dequant::{cpu, DType, GgufFile};
+use gguf_dequant::{DType, GgufFile};
 use sha2::{Digest, Sha256};
+
+use crate::support;
+use crate::support::cli::bin;
+use crate::support::codec::cpu;
 
 const READ_BACK: &str = r#"
 import hashlib, json, sys
@@ -21,44 +23,29 @@ for path in sys.argv[1:]:
 json.dump(out, sys.stdout)
 "#;
 
-fn python() -> Option<String> {
-    match std::env::var("GGUF_DEQUANT_PYTHON") {
-        Ok(p) => Some(p),
-        Err(_) => {
-            common::missing(
-                "dequant_read_back_by_numpy_and_safetensors",
-                "GGUF_DEQUANT_PYTHON is not set",
-            );
-            None
-        }
-    }
-}
-
 fn expected(file: &GgufFile, name: &str, dtype: DType) -> (Vec<usize>, String) {
     let t = file.tensor(name).unwrap();
-    let mut out = vec![0u8; t.n_elements as usize * dtype.size()];
-    cpu::dequant_to_bytes(t.format, file.tensor_data(t), dtype, &mut out).unwrap();
+    let out = cpu(t.format, file.tensor_data(t), dtype);
     let shape = t.dims.iter().rev().map(|&d| d as usize).collect();
     (shape, format!("{:x}", Sha256::digest(&out)))
 }
 
 #[test]
 fn dequant_read_back_by_numpy_and_safetensors() {
-    let Some(model) = common::model_file(
-        "dequant_read_back_by_numpy_and_safetensors",
-        common::MODEL_FILES[0],
-    ) else {
+    const TEST: &str = "dequant_read_back_by_numpy_and_safetensors";
+    let Some(model) = support::model_file(TEST, support::MODEL_FILES[0]) else {
         return;
     };
-    let Some(python) = python() else { return };
+    let Some(python) = support::python(TEST) else {
+        return;
+    };
     let file = GgufFile::open(&model).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let bin = env!("CARGO_BIN_EXE_gguf-dequant");
     let mut outputs = Vec::new();
     let mut want = BTreeMap::new();
 
     let st = dir.path().join("all.safetensors");
-    let status = Command::new(bin)
+    let status = bin()
         .args([
             "dequant",
             model.to_str().unwrap(),
@@ -85,7 +72,7 @@ fn dequant_read_back_by_numpy_and_safetensors() {
         ("token_embd.weight", DType::F16, "float16"),
     ] {
         let npy = dir.path().join(format!("{name}.{dtype}.npy"));
-        let status = Command::new(bin)
+        let status = bin()
             .args([
                 "dequant",
                 model.to_str().unwrap(),

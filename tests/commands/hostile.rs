@@ -5,7 +5,7 @@
 //!   a substring of its message. `tests/corpus/manifest.json` is the same table for other tools.
 //! * Every file is built by code in this file, deterministically. The committed bytes must match
 //!   the builders; to regenerate after changing one, run
-//!   `GGUF_REGEN_CORPUS=1 cargo test --test hostile corpus_files_match_builders`.
+//!   `GGUF_REGEN_CORPUS=1 cargo test --test commands hostile::corpus_files_match_builders`.
 //! * Each file must be rejected in well under a second (asserted < 1 s) and within a bounded
 //!   amount of memory: the parse is repeated in a child process whose address space is capped with
 //!   `ulimit -v` at [`CHILD_VM_KIB`], far less than any allocation sized by a hostile count.
@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 
 use gguf_dequant::gguf::{parse, GgufError};
 
+use crate::support::cli::EXE;
+use crate::support::gguf::Raw;
+
 // GGUF metadata value type ids.
 const T_U8: u32 = 0;
 const T_U32: u32 = 4;
@@ -28,69 +31,6 @@ const T_ARRAY: u32 = 9;
 // ggml type ids.
 const F32: u32 = 0;
 const Q4_0: u32 = 2;
-
-/// Hand-assembled GGUF bytes (little-endian), for files no sane writer produces.
-#[derive(Default)]
-struct Raw(Vec<u8>);
-
-impl Raw {
-    /// Magic, version 3, tensor_count, metadata_kv_count.
-    fn header(n_tensors: u64, n_kv: u64) -> Raw {
-        let mut r = Raw(b"GGUF".to_vec());
-        r.u32(3).u64(n_tensors).u64(n_kv);
-        r
-    }
-    fn u32(&mut self, x: u32) -> &mut Self {
-        self.0.extend_from_slice(&x.to_le_bytes());
-        self
-    }
-    fn u64(&mut self, x: u64) -> &mut Self {
-        self.0.extend_from_slice(&x.to_le_bytes());
-        self
-    }
-    fn raw(&mut self, b: &[u8]) -> &mut Self {
-        self.0.extend_from_slice(b);
-        self
-    }
-    /// A GGUF string: u64 length, bytes.
-    fn str(&mut self, s: &[u8]) -> &mut Self {
-        self.u64(s.len() as u64).raw(s)
-    }
-    /// A metadata key and its value type.
-    fn key(&mut self, key: &[u8], ty: u32) -> &mut Self {
-        self.str(key).u32(ty)
-    }
-    /// A tensor info: name, n_dims, dims, ggml type, offset (`n_dims` is `dims.len()`).
-    fn tensor(&mut self, name: &[u8], dims: &[u64], ty: u32, offset: u64) -> &mut Self {
-        self.tensor_n(name, dims.len() as u32, dims, ty, offset)
-    }
-    /// A tensor info whose `n_dims` field need not match the dims written.
-    fn tensor_n(
-        &mut self,
-        name: &[u8],
-        n_dims: u32,
-        dims: &[u64],
-        ty: u32,
-        offset: u64,
-    ) -> &mut Self {
-        self.str(name).u32(n_dims);
-        for &d in dims {
-            self.u64(d);
-        }
-        self.u32(ty).u64(offset)
-    }
-    /// Zero padding to a multiple of 32, then `n` bytes of data.
-    fn data(&mut self, n: usize) -> &mut Self {
-        while !self.0.len().is_multiple_of(32) {
-            self.0.push(0);
-        }
-        self.0.resize(self.0.len() + n, 0x11);
-        self
-    }
-    fn done(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.0)
-    }
-}
 
 /// One corpus file.
 struct Case {
@@ -118,10 +58,10 @@ const CASES: &[Case] = &[
         source: "ggml-org/ggml#709",
         what: "metadata_kv_count 2^58+1: times a 64-byte struct it wraps to 64 (calloc too small)",
         build: || {
-            Raw::header(0, (1 << 58) + 1)
+            Raw::header(3, 0, (1 << 58) + 1)
                 .key(b"general.name", T_STRING)
                 .str(b"x")
-                .done()
+                .bytes()
         },
         variant: "MetadataCount",
         message: "metadata_kv_count 288230376151711745 at byte 16 is impossible",
@@ -131,10 +71,10 @@ const CASES: &[Case] = &[
         source: "ggml-org/ggml#709",
         what: "tensor_count 2^57+1: times a 128-byte tensor-info struct it wraps to 128",
         build: || {
-            Raw::header((1 << 57) + 1, 0)
+            Raw::header(3, (1 << 57) + 1, 0)
                 .tensor(b"t", &[32], F32, 0)
-                .data(128)
-                .done()
+                .data(32, 128)
+                .bytes()
         },
         variant: "TensorCount",
         message: "tensor_count 144115188075855873 at byte 8 is impossible",
@@ -143,7 +83,12 @@ const CASES: &[Case] = &[
         file: "ggml709-string-len-u64-max.gguf",
         source: "ggml-org/ggml#709",
         what: "key length 2^64-1: calloc(n + 1) wraps to calloc(0), then n bytes are read into it",
-        build: || Raw::header(0, 1).u64(u64::MAX).raw(b"general.name").done(),
+        build: || {
+            Raw::header(3, 0, 1)
+                .u64(u64::MAX)
+                .raw(b"general.name")
+                .bytes()
+        },
         variant: "StringLength",
         message: "key of metadata pair #0: string length 18446744073709551615 at byte 24",
     },
@@ -152,12 +97,12 @@ const CASES: &[Case] = &[
         source: "ggml-org/ggml#709",
         what: "u32 array of 2^62+1 items: count * 4 wraps to 4, so 4 bytes are allocated",
         build: || {
-            Raw::header(0, 1)
+            Raw::header(3, 0, 1)
                 .key(b"a", T_ARRAY)
                 .u32(T_U32)
                 .u64((1 << 62) + 1)
                 .u32(7)
-                .done()
+                .bytes()
         },
         variant: "ArrayLength",
         message: "metadata \"a\": array of 4611686018427387905 u32 items at byte 41 is impossible",
@@ -167,10 +112,10 @@ const CASES: &[Case] = &[
         source: "ggml-org/ggml#709",
         what: "n_dims 5 with five dims: the fifth is written past ne[GGML_MAX_DIMS = 4]",
         build: || {
-            Raw::header(1, 0)
+            Raw::header(3, 1, 0)
                 .tensor(b"t", &[32, 1, 1, 1, 1], F32, 0)
-                .data(128)
-                .done()
+                .data(32, 128)
+                .bytes()
         },
         variant: "DimCount",
         message: "tensor \"t\" at byte 24: n_dims is 5, must be 1 to 4",
@@ -180,10 +125,10 @@ const CASES: &[Case] = &[
         source: "ggml-org/ggml#709",
         what: "tensor type id 2^32-1, used unchecked as an index into ggml's type table",
         build: || {
-            Raw::header(1, 0)
+            Raw::header(3, 1, 0)
                 .tensor(b"t", &[32], u32::MAX, 0)
-                .data(128)
-                .done()
+                .data(32, 128)
+                .bytes()
         },
         variant: "TensorType",
         message: "unknown ggml type id 4294967295",
@@ -195,11 +140,11 @@ const CASES: &[Case] = &[
         source: "ggml-org/ggml#1516",
         what: "a 1 GiB - 1 string value (just under ggml's cap) in a 61-byte file",
         build: || {
-            Raw::header(0, 1)
+            Raw::header(3, 0, 1)
                 .key(b"general.name", T_STRING)
                 .u64((1 << 30) - 1)
                 .raw(b"model")
-                .done()
+                .bytes()
         },
         variant: "StringLength",
         message: "value of \"general.name\": string length 1073741823 at byte 48",
@@ -209,13 +154,13 @@ const CASES: &[Case] = &[
         source: "ggml-org/ggml#1516",
         what: "tokenizer.ggml.tokens: an array of 2^30 strings in a 92-byte file",
         build: || {
-            Raw::header(0, 1)
+            Raw::header(3, 0, 1)
                 .key(b"tokenizer.ggml.tokens", T_ARRAY)
                 .u32(T_STRING)
                 .u64(1 << 30)
                 .str(b"<s>")
                 .str(b"</s>")
-                .done()
+                .bytes()
         },
         variant: "ArrayLength",
         message: "array of 1073741824 string items",
@@ -225,13 +170,13 @@ const CASES: &[Case] = &[
         source: "ggml-org/ggml#1516",
         what: "general.alignment 2^30 and two tensors: a GiB of padding before and between them",
         build: || {
-            Raw::header(2, 1)
+            Raw::header(3, 2, 1)
                 .key(b"general.alignment", T_U32)
                 .u32(1 << 30)
                 .tensor(b"a", &[32], F32, 0)
                 .tensor(b"b", &[32], F32, 1 << 30)
-                .data(256)
-                .done()
+                .data(32, 256)
+                .bytes()
         },
         variant: "TensorOutOfFile",
         message: "(data section at byte 1073741824) run past the end of the file",
@@ -243,10 +188,10 @@ const CASES: &[Case] = &[
         source: "ggml-org/llama.cpp#18674",
         what: "\"overflow_tensor\": 2^62 F32 elements (fits int64) of 4 bytes = 2^64, wraps to 0",
         build: || {
-            Raw::header(1, 0)
+            Raw::header(3, 1, 0)
                 .tensor(b"overflow_tensor", &[1 << 62, 1, 1, 1], F32, 0)
-                .data(64)
-                .done()
+                .data(32, 64)
+                .bytes()
         },
         variant: "ByteSizeOverflow",
         message: "4611686018427387904 F32 elements overflow a u64 byte size",
@@ -256,10 +201,10 @@ const CASES: &[Case] = &[
         source: "ggml-org/llama.cpp#18674 (block-type variant, llama.cpp#27200)",
         what: "Q4_0 ne0 = 5124095576030431008: ne0 * 18 wraps before / 32, ggml_nbytes says 2",
         build: || {
-            Raw::header(1, 0)
+            Raw::header(3, 1, 0)
                 .tensor(b"t", &[5124095576030431008], Q4_0, 0)
-                .data(64)
-                .done()
+                .data(32, 64)
+                .bytes()
         },
         variant: "TensorOutOfFile",
         message: "its 2882303761517117442 bytes at data offset 0",
@@ -269,11 +214,11 @@ const CASES: &[Case] = &[
         source: "ggml-org/llama.cpp#26978 (same class as #18674)",
         what: "a valid tensor, then F32 [4, 2^30-1, 2^30+1, 1]: 2^64-16 bytes, 0 once padded",
         build: || {
-            Raw::header(2, 0)
+            Raw::header(3, 2, 0)
                 .tensor(b"a", &[64], F32, 0)
                 .tensor(b"b", &[4, (1 << 30) - 1, (1 << 30) + 1, 1], F32, 256)
-                .data(384)
-                .done()
+                .data(32, 384)
+                .bytes()
         },
         variant: "TensorOutOfFile",
         message: "its 18446744073709551600 bytes at data offset 256",
@@ -286,11 +231,11 @@ const CASES: &[Case] = &[
         source: "ggml-org/llama.cpp#27188",
         what: "a u8 array of 2^63 items, no items present: hung gguf-py with unbounded memory",
         build: || {
-            Raw::header(0, 1)
+            Raw::header(3, 0, 1)
                 .key(b"a", T_ARRAY)
                 .u32(T_U8)
                 .u64(1 << 63)
-                .done()
+                .bytes()
         },
         variant: "ArrayLength",
         message: "array of 9223372036854775808 u8 items at byte 41 is impossible",
@@ -303,13 +248,13 @@ const CASES: &[Case] = &[
         source: "huggingface/huggingface.js#2028",
         what: "arrays nested 64 deep, one item each (12 bytes a level)",
         build: || {
-            let mut r = Raw::header(0, 1);
+            let mut r = Raw::header(3, 0, 1);
             r.key(b"nest", T_ARRAY);
             for _ in 0..63 {
                 r.u32(T_ARRAY).u64(1);
             }
             r.u32(T_U8).u64(0);
-            r.done()
+            r.bytes()
         },
         variant: "NestingTooDeep",
         message: "metadata \"nest\": arrays nested deeper than 8 levels",
@@ -319,10 +264,10 @@ const CASES: &[Case] = &[
         source: "huggingface/huggingface.js#2028",
         what: "n_dims 2^32-1: the shape loop would run four billion times",
         build: || {
-            Raw::header(1, 0)
+            Raw::header(3, 1, 0)
                 .tensor_n(b"t", u32::MAX, &[32; 4], F32, 0)
-                .data(128)
-                .done()
+                .data(32, 128)
+                .bytes()
         },
         variant: "DimCount",
         message: "n_dims is 4294967295, must be 1 to 4",
@@ -332,12 +277,12 @@ const CASES: &[Case] = &[
         source: "huggingface/huggingface.js#2028",
         what: "an array whose element type is 13, not a GGUF value type",
         build: || {
-            Raw::header(0, 1)
+            Raw::header(3, 0, 1)
                 .key(b"a", T_ARRAY)
                 .u32(13)
                 .u64(1)
                 .u32(0)
-                .done()
+                .bytes()
         },
         variant: "UnknownValueType",
         message: "metadata \"a\": unknown value type 13 at byte 37",
@@ -350,10 +295,10 @@ const CASES: &[Case] = &[
         source: "antirez/gguf-tools#25",
         what: "n_dims 9 with nine dims: the ninth is written past uint64_t dim[8]",
         build: || {
-            Raw::header(1, 0)
+            Raw::header(3, 1, 0)
                 .tensor(b"t", &[32, 1, 1, 1, 1, 1, 1, 1, 1], F32, 0)
-                .data(128)
-                .done()
+                .data(32, 128)
+                .bytes()
         },
         variant: "DimCount",
         message: "n_dims is 9, must be 1 to 4",
@@ -363,10 +308,10 @@ const CASES: &[Case] = &[
         source: "antirez/gguf-tools#25",
         what: "a key length of 4096 in a 49-byte file: the key is read past the mapping",
         build: || {
-            Raw::header(0, 1)
+            Raw::header(3, 0, 1)
                 .u64(4096)
                 .raw(b"general.name\x04\0\0\0\x01")
-                .done()
+                .bytes()
         },
         variant: "StringLength",
         message: "key of metadata pair #0: string length 4096 at byte 24",
@@ -376,11 +321,11 @@ const CASES: &[Case] = &[
         source: "antirez/gguf-tools#28 (issue #27)",
         what: "general.alignment = 0 and one minimal tensor: offset % 0 is SIGFPE",
         build: || {
-            Raw::header(1, 1)
+            Raw::header(3, 1, 1)
                 .key(b"general.alignment", T_U32)
                 .u32(0)
                 .tensor(b"t", &[1], F32, 0)
-                .done()
+                .bytes()
         },
         variant: "BadAlignment",
         message: "\"general.alignment\" at byte 53 is 0: it must be a non-zero power of two",
@@ -390,10 +335,10 @@ const CASES: &[Case] = &[
         source: "antirez/gguf-tools#28",
         what: "the file ends inside a tensor's dims: the info walk would read past the mapping",
         build: || {
-            let mut r = Raw::header(1, 1);
+            let mut r = Raw::header(3, 1, 1);
             r.key(b"k", T_STRING).str(b"padding-padding-pad");
             r.str(b"t").u32(2).u64(32);
-            r.done()
+            r.bytes()
         },
         variant: "Truncated",
         message: "reading dim 1 of tensor \"t\"",
@@ -405,10 +350,10 @@ const CASES: &[Case] = &[
         source: "zackshen/gguf#15",
         what: "F32 dims [2^64-1, 2, 1, 1]: the element count wraps",
         build: || {
-            Raw::header(1, 0)
+            Raw::header(3, 1, 0)
                 .tensor(b"t", &[u64::MAX, 2, 1, 1], F32, 0)
-                .data(64)
-                .done()
+                .data(32, 64)
+                .bytes()
         },
         variant: "ElementCountOverflow",
         message: "element count of dims [18446744073709551615, 2, 1, 1] overflows int64",
@@ -418,10 +363,10 @@ const CASES: &[Case] = &[
         source: "zackshen/gguf#15",
         what: "n_dims 6: shape[4] on a [u64; 4] panics",
         build: || {
-            Raw::header(1, 0)
+            Raw::header(3, 1, 0)
                 .tensor(b"t", &[32, 1, 1, 1, 1, 1], F32, 0)
-                .data(128)
-                .done()
+                .data(32, 128)
+                .bytes()
         },
         variant: "DimCount",
         message: "n_dims is 6, must be 1 to 4",
@@ -435,12 +380,12 @@ const CASES: &[Case] = &[
         what: "a repeated key holding a newline, a fake `error:` line and an OSC title escape",
         build: || {
             let key = b"a\n\x1b]0;owned\x07error: fake";
-            Raw::header(0, 2)
+            Raw::header(3, 0, 2)
                 .key(key, T_U8)
                 .raw(&[1])
                 .key(key, T_U8)
                 .raw(&[2])
-                .done()
+                .bytes()
         },
         variant: "DuplicateKey",
         message: r#"metadata key "a\n\u{1b}]0;owned\u{7}error: fake" at byte 60 appears twice"#,
@@ -592,14 +537,19 @@ fn corpus_child() {
     check_corpus();
 }
 
-/// This test binary, re-run as `corpus_child` under `ulimit -v`.
+/// This test binary, re-run as `hostile::corpus_child` under `ulimit -v`.
 fn capped_child(probe: bool) -> std::process::Output {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(format!("ulimit -v {CHILD_VM_KIB} && exec \"$0\" \"$@\""))
         .arg(exe)
-        .args(["corpus_child", "--exact", "--test-threads=1", "--nocapture"]);
+        .args([
+            "hostile::corpus_child",
+            "--exact",
+            "--test-threads=1",
+            "--nocapture",
+        ]);
     if probe {
         cmd.env("HOSTILE_ALLOC_PROBE", "1");
     }
@@ -615,6 +565,12 @@ fn corpus_rejected_in_capped_address_space() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // The filter names the child test by its path in this binary: a stale one would run nothing.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("1 passed"),
+        "the child ran no test:\n{stdout}"
+    );
     let probe = capped_child(true);
     assert!(
         !probe.status.success(),
@@ -625,7 +581,7 @@ fn corpus_rejected_in_capped_address_space() {
 
 #[test]
 fn cli_fails_cleanly_on_corpus() {
-    let exe = env!("CARGO_BIN_EXE_gguf-dequant");
+    let exe = EXE;
     for case in CASES {
         let file = corpus_dir().join(case.file);
         for template in CLI_COMMANDS {

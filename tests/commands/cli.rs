@@ -1,40 +1,23 @@
 //! The `gguf-dequant` binary as a user runs it: exit codes, one-line errors, outputs read back.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use gguf_dequant::gguf::{GgufFile, GgufWriter, Value};
-use gguf_dequant::{cpu, DType, Format};
+use gguf_dequant::{DType, Format};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gguf-dequant"))
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("the binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use crate::support::cli::{bin, run, stderr};
+use crate::support::codec::cpu;
+use crate::support::rng;
 
 /// Deterministic pseudo-random bytes with every f16 scale field kept finite by clearing bit 14 of
 /// each byte pair (an f16 with exponent < 16 is finite); good enough for codec plumbing tests.
 fn blocks(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let b = (s >> 24) as u8;
-            if i % 2 == 1 {
-                b & 0x3F
-            } else {
-                b
-            }
-        })
-        .collect()
+    let mut b = rng::bytes(n, seed);
+    for x in b.iter_mut().skip(1).step_by(2) {
+        *x &= 0x3F;
+    }
+    b
 }
 
 /// A small model: a Q4_0 matrix, a Q8_0 matrix, an F16 vector and an I32 vector.
@@ -57,9 +40,7 @@ fn tempdir() -> tempfile::TempDir {
 
 fn expected_bytes(file: &GgufFile, name: &str, dtype: DType) -> Vec<u8> {
     let t = file.tensor(name).unwrap();
-    let mut out = vec![0u8; t.n_elements as usize * dtype.size()];
-    cpu::dequant_to_bytes(t.format, file.tensor_data(t), dtype, &mut out).unwrap();
-    out
+    cpu(t.format, file.tensor_data(t), dtype)
 }
 
 fn assert_one_error_line(o: &Output, needle: &str) {

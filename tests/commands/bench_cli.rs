@@ -2,14 +2,12 @@
 //! well-formed JSON report for every format with a shader, and a valid SVG chart. Structure and
 //! positivity only: speed is never asserted. No silent skips with `CI=true`.
 
-mod common;
-
-use common::{have, run, text};
-
 use gguf_dequant::bench;
-use gguf_dequant::gpu::GpuEngine;
 use gguf_dequant::Format;
 use serde_json::Value as Json;
+
+use crate::support::cli::{have, run, text};
+use crate::support::gpu::gpu_formats;
 
 const BACKENDS: [&str; 2] = ["vulkan", "gl"];
 
@@ -31,11 +29,7 @@ fn check_report(json: &Json, backend: &str) {
     }
     assert_eq!(a["backend"], backend);
     let results = json["results"].as_array().unwrap();
-    let shaders: Vec<Format> = Format::ALL
-        .iter()
-        .copied()
-        .filter(|&f| GpuEngine::supports(f))
-        .collect();
+    let shaders: Vec<Format> = gpu_formats();
     assert_eq!(
         results.len(),
         shaders.len() * 2,
