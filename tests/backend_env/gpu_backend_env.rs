@@ -1,9 +1,9 @@
 //! `GGUF_DEQUANT_BACKEND` steers `Backend::Auto`; an explicit backend wins; a bad name and a
 //! backend with no adapter are typed errors, not panics. One test (the variable is process-wide).
 
-mod gpu_support;
-
 use gguf_dequant::gpu::{list_adapters, Backend, GpuEngine, GpuError, BACKEND_ENV};
+
+use crate::support::gpu as gpu_support;
 
 #[test]
 fn backend_env_variable_and_missing_backends() {
