@@ -153,7 +153,10 @@ impl GpuTest {
         let seen = match &all {
             Ok(a) => a
                 .iter()
-                .map(|a| format!("{:?}", a.get_info().name))
+                .map(|a| {
+                    let info = a.get_info();
+                    format!("{} ({:?})", info.name, info.backend)
+                })
                 .collect::<Vec<_>>()
                 .join(", "),
             Err(e) => e.to_string(),
