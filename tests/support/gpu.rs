@@ -33,8 +33,8 @@ use gguf_dequant::Format;
 /// * `options = EngineOptions { .. }`: the engine's options (default `EngineOptions::default()`);
 /// * `recreatable = true`: the engine `GpuEngine::with_options(backend, ..)` makes, the only kind
 ///   `recreate` works on; it picks the backend's best adapter, so the body runs on that one only;
-/// * `exclusive = true`: no other GPU test of this binary runs at the same time (for process-wide
-///   measurements such as peak RSS).
+/// * `exclusive = true`: no other `gpu_test!` test of this binary runs at the same time (for
+///   process-wide measurements such as peak RSS; plain `#[test]`s are not held back).
 ///
 /// Attributes before the name (`#[ignore = "..."]`, `#[cfg(...)]`) go on every generated test.
 ///
@@ -75,7 +75,7 @@ macro_rules! gpu_test {
     };
 }
 
-/// Held shared by every GPU test, exclusively by an `exclusive` one.
+/// Held shared by every `gpu_test!` run, exclusively by an `exclusive` one.
 static GPU: RwLock<()> = RwLock::new(());
 
 /// One GPU test on one backend: what [`gpu_test!`](crate::gpu_test) expands to.
@@ -111,7 +111,7 @@ impl GpuTest {
         self
     }
 
-    /// Whether the body runs with no other GPU test of the binary running.
+    /// Whether the body runs with no other `gpu_test!` test of the binary running.
     pub fn exclusive(mut self, exclusive: bool) -> GpuTest {
         self.exclusive = exclusive;
         self
