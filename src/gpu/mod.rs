@@ -122,8 +122,8 @@ pub struct GpuEngine {
     tables: wgpu::Buffer,
     /// What the device callbacks recorded; `None` on a caller's device without them.
     state: Option<Arc<device::DeviceState>>,
-    /// The backend the engine picked its adapter from; `None` for a caller's device.
-    backend: Option<Backend>,
+    /// The adapter the engine made its device on; `None` for a caller's device.
+    adapter: Option<wgpu::Adapter>,
 }
 
 impl fmt::Debug for GpuEngine {
@@ -144,9 +144,7 @@ impl GpuEngine {
     /// [`GpuEngine::new`] with options.
     pub fn with_options(backend: Backend, options: EngineOptions) -> Result<GpuEngine> {
         let best = device::compute_adapters(backend)?.swap_remove(0);
-        let mut engine = GpuEngine::from_adapter(&best, options)?;
-        engine.backend = Some(backend);
-        Ok(engine)
+        GpuEngine::from_adapter(&best, options)
     }
 
     /// An engine on a new device of `adapter` (one of [`compute_adapters`]), with the adapter's
@@ -155,7 +153,9 @@ impl GpuEngine {
     pub fn from_adapter(adapter: &wgpu::Adapter, options: EngineOptions) -> Result<GpuEngine> {
         let (device, queue) = device::request_device(adapter)?;
         let state = device::DeviceState::install(&device);
-        GpuEngine::build(device, queue, options, Some(state))
+        let mut engine = GpuEngine::build(device, queue, options, Some(state))?;
+        engine.adapter = Some(adapter.clone());
+        Ok(engine)
     }
 
     /// Whether the device is lost (driver reset, removal, `destroy`), as the device-lost callback
@@ -166,13 +166,13 @@ impl GpuEngine {
         self.state.as_ref().is_some_and(|s| s.is_lost())
     }
 
-    /// A new engine with the same backend and options on a fresh device: how to recover from
+    /// A new engine with the same options on a fresh device of the same adapter: how to recover from
     /// [`GpuError::DeviceLost`]. Buffers of the old device are not carried over. An engine made
     /// by [`GpuEngine::from_device`] cannot be recreated (the device is the caller's: make a
     /// new one and call `from_device` again); that is [`GpuError::DeviceLost`].
     pub fn recreate(&self) -> Result<GpuEngine> {
-        match self.backend {
-            Some(b) => GpuEngine::with_options(b, self.options.clone()),
+        match &self.adapter {
+            Some(a) => GpuEngine::from_adapter(a, self.options.clone()),
             None => Err(GpuError::DeviceLost(
                 "the engine runs on a caller's device: create a new device and call GpuEngine::from_device".into(),
             )
@@ -218,7 +218,7 @@ impl GpuEngine {
             pipelines,
             tables,
             state,
-            backend: None,
+            adapter: None,
         })
     }
 

@@ -384,7 +384,7 @@ impl WeightLoader {
         self.engine.is_lost()
     }
 
-    /// A loader with the same options on a fresh device of the same backend
+    /// A loader with the same options on a fresh device of the same adapter
     /// ([`GpuEngine::recreate`]): how to go on after [`GpuError::DeviceLost`]. Models loaded
     /// before live on the lost device: drop them and load again through the new loader (which
     /// counts its own [`WeightLoader::stats`]). A loader on a caller's device

@@ -1,0 +1,34 @@
+//! The tests that need no GPU: the CPU codecs against the spec, the oracles and ggml; the GGUF
+//! reader and writer, malformed files; inspect, output, verify's comparison, the selftest digests
+//! and the lookup tables. This binary must build without wgpu: it uses neither
+//! `gguf_dequant::gpu`, `gguf_dequant::gpu::loader` nor `gguf_dequant::bench`.
+//!
+//! One binary, one module per topic in `tests/cpu/<topic>.rs` (a crate root's `mod x;` would look
+//! in `tests/`, hence the `#[path]`s); shared helpers in `tests/support/`.
+
+pub mod support;
+
+#[path = "cpu/codec_blocks.rs"]
+mod codec_blocks;
+#[path = "cpu/codec_driver.rs"]
+mod codec_driver;
+#[path = "cpu/codec_scalars.rs"]
+mod codec_scalars;
+#[path = "cpu/gguf_reject.rs"]
+mod gguf_reject;
+#[path = "cpu/gguf_roundtrip.rs"]
+mod gguf_roundtrip;
+#[path = "cpu/inspect.rs"]
+mod inspect;
+#[path = "cpu/oracle_codecs.rs"]
+mod oracle_codecs;
+#[path = "cpu/oracle_models.rs"]
+mod oracle_models;
+#[path = "cpu/output.rs"]
+mod output;
+#[path = "cpu/selftest_digests.rs"]
+mod selftest_digests;
+#[path = "cpu/tables.rs"]
+mod tables;
+#[path = "cpu/verify.rs"]
+mod verify;

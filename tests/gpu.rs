@@ -1,0 +1,34 @@
+//! The tests that need wgpu: the WGSL shaders (validation, layout against the Rust registry,
+//! pipelines on the noop device), GPU output against the CPU codecs on every adapter, the real
+//! models and ggml's quantiser output on the GPU, the weight-loading service, faults and
+//! concurrency.
+//!
+//! One binary, one module per topic in `tests/gpu/<topic>.rs` (a crate root's `mod x;` would look
+//! in `tests/`, hence the `#[path]`s); shared helpers in `tests/support/`. Tests that run on an
+//! adapter are registered with `gpu_test!` (`tests/support/gpu.rs`).
+#![cfg(feature = "gpu")]
+
+pub mod support;
+
+#[path = "gpu/concurrency.rs"]
+mod concurrency;
+#[path = "gpu/faults.rs"]
+mod faults;
+#[path = "gpu/gpu_kquant.rs"]
+mod gpu_kquant;
+#[path = "gpu/gpu_models.rs"]
+mod gpu_models;
+#[path = "gpu/gpu_pipelines_noop.rs"]
+mod gpu_pipelines_noop;
+#[path = "gpu/gpu_throughput.rs"]
+mod gpu_throughput;
+#[path = "gpu/gpu_vs_cpu.rs"]
+mod gpu_vs_cpu;
+#[path = "gpu/oracle_quantized.rs"]
+mod oracle_quantized;
+#[path = "gpu/service.rs"]
+mod service;
+#[path = "gpu/shaders_layout_sync.rs"]
+mod shaders_layout_sync;
+#[path = "gpu/shaders_validate.rs"]
+mod shaders_validate;

@@ -1,0 +1,237 @@
+//! GPU tests: [`gpu_test!`](crate::gpu_test) runs a test body once on every compute adapter of a
+//! backend, on an engine made for it here, and owns the policy for a missing adapter: a failure
+//! under `CI=true` (or `CI=1`), else a loud `SKIPPED` line. This module is the only place the
+//! tests enumerate adapters or create engines: when the library's GPU API changes, only this file
+//! does.
+//!
+//! Library API used: [`gguf_dequant::gpu::compute_adapters`] (every compute adapter),
+//! [`GpuEngine::from_adapter`] (an engine per adapter), [`GpuEngine::with_options`] (for
+//! [`engine`]), [`GpuEngine::adapter_info`], [`GpuEngine::limits`],
+//! [`GpuEngine::max_binding_size`] and [`GpuEngine::offset_alignment`].
+
+use std::sync::RwLock;
+
+pub use gguf_dequant::gpu::{EngineOptions, GpuEngine};
+pub use gguf_dequant::Backend;
+pub use wgpu::Adapter;
+
+/// Registers a GPU test: one `#[test]` per backend the software adapters cover (`<name>::vulkan`
+/// and `<name>::gl`), each running `body` once for every compute adapter of that backend that wgpu
+/// finds (lavapipe and llvmpipe today; SwiftShader would be a second Vulkan adapter), with the
+/// adapter printed first. With no adapter of the backend the test fails under `CI=true` and
+/// otherwise prints `SKIPPED` and passes.
+///
+/// `body` is a plain function (so rustfmt formats it) taking one of:
+/// * `&GpuEngine`: an engine on a new device of the adapter (`GpuEngine::from_adapter`: the
+///   adapter's own limits, as `GpuEngine::new` makes them; `recreate` works on it);
+/// * `GpuEngine`: the same, owned (e.g. for `WeightLoader::with_engine`);
+/// * `&Adapter`: the adapter itself, for tests that create their own devices.
+///
+/// Optional `key = value` settings after the body, each a [`GpuTest`] method:
+/// * `options = EngineOptions { .. }`: the engine's options (default `EngineOptions::default()`);
+/// * `exclusive = true`: no other `gpu_test!` test of this binary runs at the same time (for
+///   process-wide measurements such as peak RSS; plain `#[test]`s are not held back).
+///
+/// Attributes before the name (`#[ignore = "..."]`, `#[cfg(...)]`) go on every generated test.
+///
+/// ```ignore
+/// fn decodes(engine: &GpuEngine) { /* ... */ }
+/// gpu_test!(decodes_like_the_cpu, decodes);
+/// gpu_test!(small_windows, decodes, options = EngineOptions { max_binding_size: Some(1 << 16), ..EngineOptions::default() });
+/// ```
+#[macro_export]
+macro_rules! gpu_test {
+    ($(#[$meta:meta])* $name:ident, $body:ident $(, $key:ident = $value:expr)* $(,)?) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(#[$meta])*
+            #[test]
+            fn vulkan() {
+                $crate::support::gpu::GpuTest::new(
+                    $crate::support::gpu::Backend::Vulkan,
+                    concat!(module_path!(), "::vulkan"),
+                )
+                $(.$key($value))*
+                .run($body);
+            }
+
+            $(#[$meta])*
+            #[test]
+            fn gl() {
+                $crate::support::gpu::GpuTest::new(
+                    $crate::support::gpu::Backend::Gl,
+                    concat!(module_path!(), "::gl"),
+                )
+                $(.$key($value))*
+                .run($body);
+            }
+        }
+    };
+}
+
+/// Held shared by every `gpu_test!` run, exclusively by an `exclusive` one.
+static GPU: RwLock<()> = RwLock::new(());
+
+/// One GPU test on one backend: what [`gpu_test!`](crate::gpu_test) expands to.
+pub struct GpuTest {
+    backend: Backend,
+    test: &'static str,
+    options: EngineOptions,
+    exclusive: bool,
+}
+
+impl GpuTest {
+    /// `test` is the full test path; the binary's name is dropped from it in messages.
+    pub fn new(backend: Backend, test: &'static str) -> GpuTest {
+        GpuTest {
+            backend,
+            test: test.split_once("::").map_or(test, |(_, rest)| rest),
+            options: EngineOptions::default(),
+            exclusive: false,
+        }
+    }
+
+    /// The options of the engines the body gets.
+    pub fn options(mut self, options: EngineOptions) -> GpuTest {
+        self.options = options;
+        self
+    }
+
+    /// Whether the body runs with no other `gpu_test!` test of the binary running.
+    pub fn exclusive(mut self, exclusive: bool) -> GpuTest {
+        self.exclusive = exclusive;
+        self
+    }
+
+    /// Runs `body` on every compute adapter of the backend.
+    pub fn run<M>(self, body: impl Body<M>) {
+        // A panicking test poisons the lock; the others still run.
+        let _shared;
+        let _exclusive;
+        if self.exclusive {
+            _exclusive = GPU.write().unwrap_or_else(|p| p.into_inner());
+        } else {
+            _shared = GPU.read().unwrap_or_else(|p| p.into_inner());
+        }
+        for adapter in &self.adapters() {
+            let info = adapter.get_info();
+            eprintln!(
+                "[{}] adapter `{}` ({:?}, {:?}, driver `{}` {})",
+                self.test, info.name, info.backend, info.device_type, info.driver, info.driver_info
+            );
+            body.call(&self, adapter);
+        }
+    }
+
+    /// The compute adapters of the backend, best first; none is a failure under CI, else a loud
+    /// skip.
+    fn adapters(&self) -> Vec<Adapter> {
+        let all = gguf_dequant::gpu::compute_adapters(Backend::All);
+        let seen = match &all {
+            Ok(a) => a
+                .iter()
+                .map(|a| {
+                    let info = a.get_info();
+                    format!("{} ({:?})", info.name, info.backend)
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            Err(e) => e.to_string(),
+        };
+        let want = self.backend.wgpu_backends();
+        let found: Vec<Adapter> = all
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|a| want.contains(a.get_info().backend.into()))
+            .collect();
+        if found.is_empty() {
+            let what = format!(
+                "no {} compute adapter (seen: {seen}); install mesa-vulkan-drivers, libegl1, libgl1-mesa-dri",
+                self.backend
+            );
+            if super::is_ci() {
+                panic!(
+                    "[{}] {what} (CI=true: a missing adapter is an error)",
+                    self.test
+                );
+            }
+            eprintln!("\n*** SKIPPED [{}]: {what} ***\n", self.test);
+        }
+        found
+    }
+
+    /// The engine the body gets on `adapter`.
+    fn engine(&self, adapter: &Adapter) -> GpuEngine {
+        let engine = GpuEngine::from_adapter(adapter, self.options.clone())
+            .unwrap_or_else(|e| panic!("[{}] {e}", self.test));
+        eprintln!(
+            "[{}] storage binding {} B, offset alignment {} B, buffer {} B",
+            self.test,
+            engine.max_binding_size(),
+            engine.offset_alignment(),
+            engine.limits().max_buffer_size
+        );
+        engine
+    }
+}
+
+/// Selects what a [`gpu_test!`](crate::gpu_test) body takes.
+pub mod marker {
+    /// The body takes `&GpuEngine`.
+    pub struct Engine;
+    /// The body takes `GpuEngine`.
+    pub struct Owned;
+    /// The body takes `&Adapter`.
+    pub struct OnAdapter;
+}
+
+/// A [`gpu_test!`](crate::gpu_test) body: a function of `&GpuEngine`, `GpuEngine` or `&Adapter`
+/// (`M` is a marker type that inference picks).
+pub trait Body<M> {
+    fn call(&self, test: &GpuTest, adapter: &Adapter);
+}
+
+impl<F: Fn(&GpuEngine)> Body<marker::Engine> for F {
+    fn call(&self, test: &GpuTest, adapter: &Adapter) {
+        self(&test.engine(adapter));
+    }
+}
+
+impl<F: Fn(GpuEngine)> Body<marker::Owned> for F {
+    fn call(&self, test: &GpuTest, adapter: &Adapter) {
+        self(test.engine(adapter));
+    }
+}
+
+impl<F: Fn(&Adapter)> Body<marker::OnAdapter> for F {
+    fn call(&self, _: &GpuTest, adapter: &Adapter) {
+        self(adapter);
+    }
+}
+
+/// The best engine of `backend`, or `None` after
+/// a loud SKIPPED line; under `CI=true` a missing adapter fails the test instead. For tests of the
+/// backend selection itself; other tests use [`gpu_test!`](crate::gpu_test).
+pub fn engine(backend: Backend, test: &str, options: EngineOptions) -> Option<GpuEngine> {
+    match GpuEngine::with_options(backend, options) {
+        Ok(e) => {
+            eprintln!("[{test}] {backend}: {}", label(&e));
+            Some(e)
+        }
+        Err(err) => {
+            if super::is_ci() {
+                panic!("[{test}] {backend}: no adapter and CI=true: {err}");
+            }
+            eprintln!("\n*** SKIPPED [{test}] on {backend}: no adapter: {err} ***\n");
+            None
+        }
+    }
+}
+
+/// The engine's adapter and backend, for messages: `llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)`.
+pub fn label(engine: &GpuEngine) -> String {
+    let info = engine.adapter_info();
+    format!("{} ({:?})", info.name, info.backend)
+}

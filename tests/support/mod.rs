@@ -1,0 +1,100 @@
+//! The one support module of the integration tests, included by every test binary as
+//! `pub mod support;` (`pub` so that helpers a binary does not use are not dead code there).
+//!
+//! * here: the test data `scripts/test.sh` puts in the cache (`$GGUF_DEQUANT_CACHE`, default
+//!   `~/.cache/gguf-dequant`) and the skip-or-fail policy for anything missing:
+//!   * `GGUF_DEQUANT_ORACLE`: fixtures made by `scripts/oracle/` (`manifest.json`, `inspect/`,
+//!     `models/`, `quantized/`);
+//!   * `GGUF_DEQUANT_MODELS`: the real GGUF models ([`MODEL_FILES`]);
+//!   * `GGUF_DEQUANT_PYTHON`: a Python with numpy and safetensors.
+//!
+//!   When a variable or file is missing, the helpers panic under `CI=true` (no silent skips in CI)
+//!   and otherwise print a loud `SKIPPED` line and return `None`.
+//! * [`rng`]: the one PRNG of the tests (splitmix64) and random blocks with finite scales.
+//! * [`codec`]: the CPU codecs as the tests call them, and bit-for-bit comparison of outputs.
+//! * [`gguf`]: files built with the library's `GgufWriter`, and [`gguf::Raw`] for malformed ones.
+//! * [`gpu`] (feature `gpu`): the [`gpu_test!`](crate::support::gpu::gpu_test) macro, which runs a
+//!   test once on every compute adapter and owns the adapter skip-or-fail policy; the only place
+//!   the tests create engines.
+//! * [`cli`] (feature `cli`): running the `gguf-dequant` binary.
+
+#[cfg(feature = "cli")]
+pub mod cli;
+pub mod codec;
+pub mod gguf;
+#[cfg(feature = "gpu")]
+pub mod gpu;
+pub mod rng;
+
+use std::path::PathBuf;
+
+/// The real models `scripts/test.sh` downloads into `$GGUF_DEQUANT_MODELS`.
+pub const MODEL_FILES: &[&str] = &[
+    "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "gemma-3-270m-q4_k_m.gguf",
+];
+
+/// Whether this run is CI (`CI=true` or `CI=1`): missing test data or adapters are then errors.
+pub fn is_ci() -> bool {
+    matches!(std::env::var("CI").as_deref(), Ok("true") | Ok("1"))
+}
+
+/// Test data is missing: panic in CI, else print a loud skip notice.
+pub fn missing(test: &str, what: &str) {
+    if is_ci() {
+        panic!("{test}: {what} (CI=true: missing test data is an error; run scripts/test.sh)");
+    }
+    eprintln!("\n*** SKIPPED {test}: {what}. Run scripts/test.sh to fetch/generate it. ***\n");
+}
+
+/// The directory named by env variable `var`, or `None` (after [`missing`]) when unset or absent.
+pub fn env_dir(test: &str, var: &str) -> Option<PathBuf> {
+    match std::env::var_os(var) {
+        None => {
+            missing(test, &format!("{var} is not set"));
+            None
+        }
+        Some(v) => {
+            let p = PathBuf::from(v);
+            if p.is_dir() {
+                Some(p)
+            } else {
+                missing(test, &format!("{var}={} is not a directory", p.display()));
+                None
+            }
+        }
+    }
+}
+
+/// `$GGUF_DEQUANT_ORACLE/<rel>` if it exists.
+pub fn oracle_file(test: &str, rel: &str) -> Option<PathBuf> {
+    let p = env_dir(test, "GGUF_DEQUANT_ORACLE")?.join(rel);
+    if p.is_file() {
+        Some(p)
+    } else {
+        missing(test, &format!("oracle file {} does not exist", p.display()));
+        None
+    }
+}
+
+/// `$GGUF_DEQUANT_MODELS/<file>` if it exists.
+pub fn model_file(test: &str, file: &str) -> Option<PathBuf> {
+    let p = env_dir(test, "GGUF_DEQUANT_MODELS")?.join(file);
+    if p.is_file() {
+        Some(p)
+    } else {
+        missing(test, &format!("model {} does not exist", p.display()));
+        None
+    }
+}
+
+/// `$GGUF_DEQUANT_PYTHON`, or `None` (after [`missing`]) when unset.
+pub fn python(test: &str) -> Option<String> {
+    match std::env::var("GGUF_DEQUANT_PYTHON") {
+        Ok(p) => Some(p),
+        Err(_) => {
+            missing(test, "GGUF_DEQUANT_PYTHON is not set");
+            None
+        }
+    }
+}
