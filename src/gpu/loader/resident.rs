@@ -81,7 +81,7 @@ impl ResidentTensor {
                     self.format.block_elems() as u64,
                     self.format.block_bytes() as u64,
                 );
-                if elements.start % elems != 0 {
+                if !elements.start.is_multiple_of(elems) {
                     return Err(invalid(format!(
                         "{}: raw elements must start on a {elems}-value block, not at {}",
                         self.name, elements.start
