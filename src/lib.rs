@@ -27,13 +27,14 @@
 pub mod backend;
 pub mod bench;
 pub mod cpu;
+#[cfg(feature = "output")]
 pub mod dequant;
 pub mod dtype;
 pub mod error;
 pub mod formats;
 pub mod gguf;
 pub mod gpu;
-pub mod inspect;
+#[cfg(feature = "output")]
 pub mod output;
 pub mod selftest;
 pub mod service;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use gguf_dequant::{cpu, inspect, GgufFile};
+use gguf_dequant::{cpu, GgufFile};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
@@ -21,7 +21,10 @@ fn inspect_matches_ggml_and_gguf_py() {
         ) else {
             return;
         };
-        let ours = inspect::to_json(&GgufFile::open(&path).unwrap());
+        let ours: Json = serde_json::from_slice(
+            &common::run(&["inspect", "--json", path.to_str().unwrap()]).stdout,
+        )
+        .unwrap();
         let oracle = read_json(&oracle);
         let our_keys: Vec<&str> = ours["metadata"]
             .as_object()
