@@ -79,9 +79,10 @@ pub struct DequantSummary {
 }
 
 /// Checks, before anything is decoded or written, that `out` may receive `n_tensors` tensors of
-/// `file` as `dtype`: its extension names an [`OutputFormat`], and that format holds that many
-/// tensors of that dtype. Returns the format.
-pub fn check(_file: &GgufFile, n_tensors: usize, out: &Path, dtype: DType) -> Result<OutputFormat> {
+/// `file` as `dtype`: it is not `file` itself ([`output::refuse_input`]), its extension names an
+/// [`OutputFormat`], and that format holds that many tensors of that dtype. Returns the format.
+pub fn check(file: &GgufFile, n_tensors: usize, out: &Path, dtype: DType) -> Result<OutputFormat> {
+    output::refuse_input(out, file.path())?;
     let format = OutputFormat::from_path(out)?;
     format.check(out, n_tensors, dtype)?;
     Ok(format)
@@ -90,8 +91,8 @@ pub fn check(_file: &GgufFile, n_tensors: usize, out: &Path, dtype: DType) -> Re
 /// Dequantises `tensors` (of `file`, e.g. what a `service::Selection` resolves to) to `out` as
 /// `dtype` with `decoder`; the format follows `out`'s extension, and `metadata` goes into a
 /// safetensors header's `__metadata__` ([`safetensors_metadata`] carries the file's). `progress` is
-/// called with the quantised bytes of each tensor once it is decoded. [`check`] runs first; nothing
-/// is left at `out` on failure.
+/// called with the quantised bytes of each tensor once it is decoded. [`check`] runs first, so `out`
+/// is never the input file; nothing is left at `out` on failure.
 pub fn dequant_file(
     file: &GgufFile,
     tensors: &[&TensorInfo],

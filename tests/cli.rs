@@ -347,3 +347,66 @@ fn inspect_escapes_control_characters_from_the_file() {
     assert!(out.contains("evil\\nkey\\u{1b}[2J"), "{out}");
     assert!(out.contains("t\\u{1b}[31m\\r"), "{out}");
 }
+
+/// `convert` and `dequant` refuse to write over their own input, however the output names it (the
+/// same path, `./x` for `x`, a symbolic link, a hard link), with one error line, and leave the
+/// input's bytes as they were.
+#[test]
+fn output_that_is_the_input_is_refused() {
+    let dir = tempdir();
+    // A GGUF file that happens to carry the output's extension.
+    let input = dir.path().join("model.safetensors");
+    std::fs::rename(model(dir.path()), &input).unwrap();
+    let before = std::fs::read(&input).unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("model.safetensors", dir.path().join("link.safetensors")).unwrap();
+    std::fs::hard_link(&input, dir.path().join("hard.safetensors")).unwrap();
+    let mut outs = vec![
+        "model.safetensors",
+        "./model.safetensors",
+        "hard.safetensors",
+    ];
+    if cfg!(unix) {
+        outs.push("link.safetensors");
+    }
+    let absolute = input.to_str().unwrap();
+    for out in outs {
+        for (input_arg, args) in [
+            (absolute, vec!["convert", absolute, out]),
+            (
+                "model.safetensors",
+                vec!["convert", "model.safetensors", out],
+            ),
+            (
+                "./model.safetensors",
+                vec!["dequant", "./model.safetensors", "--out", out],
+            ),
+            (
+                absolute,
+                vec!["dequant", absolute, "-o", out, "--backend", "cpu"],
+            ),
+        ] {
+            let o = bin().args(&args).current_dir(dir.path()).output().unwrap();
+            assert_one_error_line(&o, "refusing to overwrite");
+            assert!(stderr(&o).contains(input_arg), "{args:?}: {}", stderr(&o));
+            assert_eq!(
+                std::fs::read(&input).unwrap(),
+                before,
+                "{args:?}: input changed"
+            );
+        }
+    }
+    let mut keep = vec!["model.safetensors", "hard.safetensors"];
+    if cfg!(unix) {
+        keep.push("link.safetensors");
+    }
+    assert!(leftovers(dir.path(), &keep).is_empty());
+    // A symbolic link is still a link to the input, not a file of its own.
+    #[cfg(unix)]
+    assert!(
+        std::fs::symlink_metadata(dir.path().join("link.safetensors"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
