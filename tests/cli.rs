@@ -410,3 +410,115 @@ fn output_that_is_the_input_is_refused() {
             .is_symlink()
     );
 }
+
+/// Every `--backend` takes the library's backend names, each command only those that make sense
+/// for it: `-h` lists exactly those, and any other is a usage error (exit 2).
+#[test]
+fn backend_subsets_per_command() {
+    let decode = "[possible values: auto, vulkan, gl, metal, dx12, cpu]";
+    let gpu = "[possible values: auto, vulkan, gl, metal, dx12]";
+    let adapters = "[possible values: auto, all, vulkan, gl, metal, dx12]";
+    for (command, rest, listed, refused) in [
+        ("dequant", &["x.gguf", "-o", "y.bin"][..], decode, "all"),
+        ("convert", &["x.gguf", "y.safetensors"][..], decode, "all"),
+        ("verify", &["x.gguf"][..], gpu, "cpu"),
+        ("load", &["x.gguf"][..], gpu, "all"),
+        ("selftest", &[][..], adapters, "cpu"),
+        ("bench", &[][..], adapters, "cpu"),
+    ] {
+        let o = run(&[command, "-h"]);
+        let help = String::from_utf8(o.stdout).unwrap();
+        assert!(help.contains(listed), "{command}: {help}");
+        let mut args = vec![command];
+        args.extend_from_slice(rest);
+        args.extend_from_slice(&["--backend", refused]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(listed), "{args:?}: {}", stderr(&o));
+    }
+}
+
+/// `dequant --glob` (and `convert --glob`) picks tensors as `load --glob` does; it conflicts with
+/// `--tensor`, and a glob that matches nothing is one error line. Without a terminal there is no
+/// progress bar.
+#[test]
+fn dequant_and_convert_select_by_glob() {
+    let dir = tempdir();
+    let path = model(dir.path());
+    let p = path.to_str().unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    let out = dir.path().join("q.safetensors");
+    let o = run(&[
+        "dequant",
+        p,
+        "--glob",
+        "*.q?_0",
+        "--glob",
+        "d.*",
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains('\r') && !stderr(&o).contains('\u{1b}'),
+        "a progress bar was drawn: {:?}",
+        stderr(&o)
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut names = st.names();
+    names.sort();
+    assert_eq!(names, ["a.q4_0", "b.q8_0", "d.i32"]);
+    assert_eq!(
+        st.tensor("b.q8_0").unwrap().data(),
+        expected_bytes(&file, "b.q8_0", DType::F32).as_slice()
+    );
+
+    let conv = dir.path().join("c.safetensors");
+    let o = run(&[
+        "convert",
+        p,
+        conv.to_str().unwrap(),
+        "--glob",
+        "c.*",
+        "--json",
+        "--backend",
+        "cpu",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["tensors"], 1);
+    assert_eq!(json["backend"], "cpu");
+    let bytes = std::fs::read(&conv).unwrap();
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    assert_eq!(meta.tensors().len(), 1);
+    assert_eq!(
+        meta.metadata().as_ref().unwrap()["general.architecture"],
+        "test"
+    );
+
+    let o = run(&[
+        "dequant",
+        p,
+        "--glob",
+        "*",
+        "--tensor",
+        "c.f16",
+        "--out",
+        "x.safetensors",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let none = dir.path().join("none.safetensors");
+    let o = run(&[
+        "dequant",
+        p,
+        "--glob",
+        "zzz*",
+        "--out",
+        none.to_str().unwrap(),
+    ]);
+    assert_one_error_line(&o, "zzz*");
+    assert!(!none.exists());
+}

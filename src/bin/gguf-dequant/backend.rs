@@ -4,7 +4,7 @@
 use anyhow::{bail, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::ValueEnum;
-use gguf_dequant::{Backend, Error};
+use gguf_dequant::Backend;
 
 /// The environment variable that picks the backend when `--backend` is not given.
 pub const ENV: &str = "GGUF_DEQUANT_BACKEND";
@@ -57,15 +57,11 @@ pub fn choose(flag: Option<Backend>, subset: &[Backend]) -> Result<Backend> {
     if value.trim().is_empty() {
         return Ok(Backend::Auto);
     }
-    let Ok(b) = value.parse::<Backend>() else {
-        return Err(Error::UnknownBackend(format!("{ENV}={value}")).into());
-    };
-    if !subset.contains(&b) {
-        let names: Vec<&str> = subset.iter().map(|b| b.name()).collect();
-        bail!(
-            "{ENV}={value}: this command takes {} (--backend or {ENV})",
-            names.join(", ")
-        );
+    let names: Vec<&str> = subset.iter().map(|b| b.name()).collect();
+    let takes = format!("this command takes {}", names.join(", "));
+    match value.parse::<Backend>() {
+        Ok(b) if subset.contains(&b) => Ok(b),
+        Ok(_) => bail!("{ENV}={value}: {takes}"),
+        Err(_) => bail!("{ENV}={value}: unknown backend; {takes}"),
     }
-    Ok(b)
 }

@@ -66,11 +66,12 @@ struct Job<'a> {
 impl Job<'_> {
     fn run(&self) -> Result<()> {
         let json = self.report.json;
+        let backend = backend::choose(self.backend, DECODE)?;
         let file = GgufFile::open(self.file)?;
         let tensors = super::selected(&file, &self.selection)?;
         // Refusals (the input itself, a wrong extension or count) before any adapter is opened.
         dequant::check(&file, tensors.len(), self.out, self.dtype)?;
-        let engine = decoder_engine(backend::choose(self.backend, DECODE)?, !json)?;
+        let engine = decoder_engine(backend, !json)?;
         let decoder = engine.as_ref().map_or(Decoder::Cpu, Decoder::Gpu);
         let total = tensors.iter().map(|t| t.n_bytes).sum();
         let bar = Progress::bytes(total, self.report.quiet, json);

@@ -16,13 +16,14 @@ use crate::render::{self, describe};
 
 /// Loads `args.file` (or its selection) and reports.
 pub fn run(args: LoadArgs) -> Result<()> {
+    let backend = backend::choose(args.backend, GPU)?;
     let file = GgufFile::open(&args.file)?;
     let selection = args.select.selection();
     let total = super::selected(&file, &selection)?
         .iter()
         .map(|t| t.n_bytes)
         .sum();
-    let engine = Arc::new(GpuEngine::new(backend::choose(args.backend, GPU)?)?);
+    let engine = Arc::new(GpuEngine::new(backend)?);
     let bar = Progress::bytes(total, args.report.quiet, args.report.json);
     let options = LoadOptions {
         staging_bytes: args.staging_mib << 20,

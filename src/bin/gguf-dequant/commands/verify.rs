@@ -15,8 +15,9 @@ use crate::render::{self, describe};
 
 /// Verifies `args.file`; an error when any tensor differs.
 pub fn run(args: &VerifyArgs) -> Result<()> {
+    let backend = backend::choose(args.backend, GPU)?;
     let file = GgufFile::open(&args.file)?;
-    let engine = GpuEngine::new(backend::choose(args.backend, GPU)?)?;
+    let engine = GpuEngine::new(backend)?;
     let total = file.tensors().iter().map(|t| t.n_bytes).sum();
     let bar = Progress::bytes(total, args.report.quiet, args.report.json);
     let checks = verify::verify_file(&file, &engine, args.dtype, &|n| bar.inc(n))?;
