@@ -8,11 +8,12 @@
 //!   and dtype) of deterministic random blocks ([`random_blocks`]) whose scale fields are finite
 //!   and normal, so no decoder runs into Inf/NaN/subnormal arithmetic. The blocks are uploaded
 //!   once per adapter; the output buffer is GPU-resident and never read back.
-//! * **GPU time.** One [`GpuEngine::record`] of the whole tensor per run, measured by
-//!   [`GpuTimer`]: GPU timestamp queries written around the recorded work when the adapter has
-//!   them (`timing: "timestamp"`), else the wall clock around submit-and-wait (`"wall"`, which
-//!   also counts submission and synchronisation). Recording is never timed. The figure is the
-//!   median of [`BenchConfig::runs`] (at least 5) runs after [`BenchConfig::warmup`] warm-up runs.
+//! * **GPU time.** One [`GpuEngine::record`](crate::gpu::GpuEngine::record) of the whole tensor
+//!   per run, measured by [`GpuTimer`](crate::gpu::timing::GpuTimer): GPU timestamp queries
+//!   written around the recorded work when the adapter has them (`timing: "timestamp"`), else
+//!   the wall clock around submit-and-wait (`"wall"`, which also counts submission and
+//!   synchronisation). Recording is never timed. The figure is the median of
+//!   [`BenchConfig::runs`] (at least 5) runs after [`BenchConfig::warmup`] warm-up runs.
 //! * **Traffic.** `bytes_in` = the quantised blocks read, `bytes_out` = the values written
 //!   (`n_values × dtype size`). Effective bandwidth `gb_per_s` = `(bytes_in + bytes_out) / seconds`
 //!   / 10⁹.
