@@ -25,8 +25,10 @@
 #![deny(unsafe_code)]
 
 pub mod backend;
+#[cfg(feature = "gpu")]
 pub mod bench;
 pub mod cpu;
+#[cfg(feature = "output")]
 pub mod dequant;
 pub mod dtype;
 pub mod error;
@@ -34,7 +36,7 @@ pub mod formats;
 pub mod gguf;
 #[cfg(feature = "gpu")]
 pub mod gpu;
-pub mod inspect;
+#[cfg(feature = "output")]
 pub mod output;
 pub mod select;
 pub mod selftest;

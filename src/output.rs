@@ -2,7 +2,7 @@
 //!
 //! Every writer writes to a temporary file beside the destination and renames it over the
 //! destination only when everything was written: a failure, or an interrupted process, never leaves a
-//! partial file at the destination path.
+//! partial file at the destination path. [`refuse_input`] keeps a writer off the file it decodes.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -130,6 +130,27 @@ pub fn write(
         OutputFormat::Bin => write_single(&tmp, dtype, false, &tensors[0], decode)?,
     }
     tmp.persist(path).map_err(|e| io_error(path, e.error))?;
+    Ok(())
+}
+
+/// Refuses (with [`Error::Output`]) a destination `out` that is the file `input`: the same path, a
+/// different spelling of it (`./x`, an absolute path), a symbolic link to it or another hard link
+/// of it. It compares the canonical paths and the files themselves (device and inode on Unix, the
+/// volume and file index on Windows). A destination that does not exist yet is never the input.
+pub fn refuse_input(out: &Path, input: &Path) -> Result<()> {
+    let same_path = match (std::fs::canonicalize(out), std::fs::canonicalize(input)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same_path || same_file::is_same_file(out, input).unwrap_or(false) {
+        return Err(output_error(
+            out,
+            &format!(
+                "this is the input file {}; refusing to overwrite it (write somewhere else)",
+                input.display()
+            ),
+        ));
+    }
     Ok(())
 }
 

@@ -1,19 +1,18 @@
-//! GPU output against the CPU codecs, bit for bit: the `verify` command and the comparisons that
-//! `selftest` reports.
+//! Two decodes of the same values compared bit for bit ([`compare`], needing no feature); with the
+//! `gpu` feature, GPU output against the CPU codecs for blocks and whole files (what the `verify`
+//! and `selftest` commands run).
 
-use serde::Serialize;
-
-use crate::formats::Format;
-use crate::gguf::GgufFile;
-use crate::gpu::GpuEngine;
-use crate::{cpu, DType, Result};
+use crate::DType;
+#[cfg(feature = "gpu")]
+use crate::{cpu, formats::Format, gguf::GgufFile, gpu::GpuEngine, Result};
 
 /// Values decoded per GPU call while verifying, so that host memory stays bounded whatever the
 /// tensor size (two buffers of this many values of the output dtype).
+#[cfg(feature = "gpu")]
 pub const CHUNK_VALUES: usize = 1 << 22;
 
 /// How two decodes of the same values differ.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Comparison {
     /// Values compared.
     pub n_values: u64,
@@ -35,6 +34,7 @@ impl Comparison {
     }
 
     /// Folds in the comparison of the next `other.n_values` values.
+    #[cfg(feature = "gpu")]
     fn extend(&mut self, other: Comparison) {
         if self.first_mismatch.is_none() {
             self.first_mismatch = other.first_mismatch.map(|i| i + self.n_values);
@@ -107,26 +107,22 @@ pub fn compare(dtype: DType, got: &[u8], want: &[u8]) -> Comparison {
 }
 
 /// The check of one tensor.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg(feature = "gpu")]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TensorCheck {
     /// The tensor's name.
     pub name: String,
     /// Its ggml type.
-    #[serde(rename = "type", serialize_with = "format_name")]
     pub format: Format,
     /// Whether the GPU decoded it (false: the format has no shader, only the CPU codecs ran).
     pub gpu: bool,
     /// GPU against CPU.
-    #[serde(flatten)]
     pub comparison: Comparison,
-}
-
-fn format_name<S: serde::Serializer>(f: &Format, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_str(f.name())
 }
 
 /// Decodes `src` (whole blocks of `format`) on the GPU and with the CPU codecs, `CHUNK_VALUES` at a
 /// time, and compares the two.
+#[cfg(feature = "gpu")]
 pub fn check_blocks(
     engine: &GpuEngine,
     format: Format,
@@ -149,6 +145,7 @@ pub fn check_blocks(
 /// Checks every tensor of `file` (in file order): GPU against CPU for formats with a shader;
 /// formats without one are listed with `gpu: false`. `progress` is called with each tensor's
 /// quantised bytes once it is checked.
+#[cfg(feature = "gpu")]
 pub fn verify_file(
     file: &GgufFile,
     engine: &GpuEngine,

@@ -20,3 +20,5 @@ mod cli_gpu;
 mod dequant_python;
 #[path = "commands/hostile.rs"]
 mod hostile;
+#[path = "commands/inspect.rs"]
+mod inspect;

@@ -1,5 +1,5 @@
 //! The tests that need no GPU: the CPU codecs against the spec, the oracles and ggml; the GGUF
-//! reader and writer, malformed files; inspect, output, verify's comparison, the selftest digests
+//! reader and writer, malformed files; output, verify's comparison, the selftest digests
 //! and the lookup tables. This binary must build without wgpu: it uses neither
 //! `gguf_dequant::gpu`, `gguf_dequant::gpu::loader` nor `gguf_dequant::bench`.
 //!
@@ -18,12 +18,11 @@ mod codec_scalars;
 mod gguf_reject;
 #[path = "cpu/gguf_roundtrip.rs"]
 mod gguf_roundtrip;
-#[path = "cpu/inspect.rs"]
-mod inspect;
 #[path = "cpu/oracle_codecs.rs"]
 mod oracle_codecs;
 #[path = "cpu/oracle_models.rs"]
 mod oracle_models;
+#[cfg(feature = "output")]
 #[path = "cpu/output.rs"]
 mod output;
 #[path = "cpu/selftest_digests.rs"]

@@ -53,7 +53,18 @@ pub fn upload_as(
     src: &[u8],
     usage: wgpu::BufferUsages,
 ) -> Result<wgpu::Buffer, GpuError> {
-    let size = round_up(src.len() as u64, SRC_ALIGN).max(SRC_ALIGN);
+    upload_sized(device, label, src, 0, usage)
+}
+
+/// [`upload_as`] into a buffer of at least `size` bytes: `src`, then zeros.
+pub fn upload_sized(
+    device: &wgpu::Device,
+    label: &str,
+    src: &[u8],
+    size: u64,
+    usage: wgpu::BufferUsages,
+) -> Result<wgpu::Buffer, GpuError> {
+    let size = round_up((src.len() as u64).max(size), SRC_ALIGN).max(SRC_ALIGN);
     let buffer = create(device, label, size, usage, true)?;
     {
         let mut view = buffer

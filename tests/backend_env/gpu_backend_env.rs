@@ -47,3 +47,69 @@ fn backend_env_variable_and_missing_backends() {
         }
     }
 }
+
+/// The command line reads `GGUF_DEQUANT_BACKEND` when `--backend` is not given: a bad name is one
+/// error line naming the variable, `gl` and `Vulkan` put `selftest` on that API, and an explicit
+/// `--backend` wins over the variable. Every child gets its own environment, so this test does not
+/// race the one above.
+#[cfg(feature = "cli")]
+#[test]
+fn cli_reads_the_backend_env_variable() {
+    const TEST: &str = "cli_reads_the_backend_env_variable";
+    let run = |env: Option<&str>, args: &[&str]| {
+        let mut cmd = crate::support::cli::bin();
+        cmd.args(args);
+        match env {
+            Some(v) => cmd.env("GGUF_DEQUANT_BACKEND", v),
+            None => cmd.env_remove("GGUF_DEQUANT_BACKEND"),
+        };
+        cmd.output().unwrap()
+    };
+    let json_backend = |o: &std::process::Output| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        json["backend"].as_str().unwrap().to_string()
+    };
+
+    // A name that is no backend, and one this command does not take: one line, exit 1.
+    for (value, args) in [
+        ("bogus", &["selftest", "--json"][..]),
+        ("bogus", &["bench", "--types", "I32", "--json", "-"][..]),
+        ("cpu", &["selftest", "--json"][..]),
+        ("all", &["verify", "missing.gguf"][..]),
+    ] {
+        let o = run(Some(value), args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "{value} {args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{value} {args:?}: {err}");
+        assert!(err.starts_with("error: "), "{err}");
+        assert!(
+            err.contains(&format!("GGUF_DEQUANT_BACKEND={value}")),
+            "{value} {args:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{value} {args:?}");
+    }
+
+    let gl = gpu_support::engine(Backend::Gl, TEST, Default::default()).is_some();
+    let vulkan = gpu_support::engine(Backend::Vulkan, TEST, Default::default()).is_some();
+    for (value, want, have) in [("gl", "gl", gl), ("Vulkan", "vulkan", vulkan)] {
+        if have {
+            let o = run(Some(value), &["selftest", "--json"]);
+            assert_eq!(json_backend(&o), want, "GGUF_DEQUANT_BACKEND={value}");
+        }
+    }
+    // An explicit --backend wins over the variable, a bad one included.
+    if gl {
+        let o = run(Some("bogus"), &["selftest", "--backend", "gl", "--json"]);
+        assert_eq!(json_backend(&o), "gl");
+    }
+    if gl && vulkan {
+        let o = run(Some("gl"), &["selftest", "--backend", "vulkan", "--json"]);
+        assert_eq!(json_backend(&o), "vulkan");
+        let o = run(Some("vulkan"), &["selftest", "--backend", "gl", "--json"]);
+        assert_eq!(json_backend(&o), "gl");
+    }
+    // Empty is unset.
+    let o = run(Some(" "), &["bench", "--types", "I32", "--json", "-"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

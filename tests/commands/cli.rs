@@ -328,3 +328,178 @@ fn inspect_escapes_control_characters_from_the_file() {
     assert!(out.contains("evil\\nkey\\u{1b}[2J"), "{out}");
     assert!(out.contains("t\\u{1b}[31m\\r"), "{out}");
 }
+
+/// `convert` and `dequant` refuse to write over their own input, however the output names it (the
+/// same path, `./x` for `x`, a symbolic link, a hard link), with one error line, and leave the
+/// input's bytes as they were.
+#[test]
+fn output_that_is_the_input_is_refused() {
+    let dir = tempdir();
+    // A GGUF file that happens to carry the output's extension.
+    let input = dir.path().join("model.safetensors");
+    std::fs::rename(model(dir.path()), &input).unwrap();
+    let before = std::fs::read(&input).unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("model.safetensors", dir.path().join("link.safetensors")).unwrap();
+    std::fs::hard_link(&input, dir.path().join("hard.safetensors")).unwrap();
+    let mut outs = vec![
+        "model.safetensors",
+        "./model.safetensors",
+        "hard.safetensors",
+    ];
+    if cfg!(unix) {
+        outs.push("link.safetensors");
+    }
+    let absolute = input.to_str().unwrap();
+    for out in outs {
+        for (input_arg, args) in [
+            (absolute, vec!["convert", absolute, out]),
+            (
+                "model.safetensors",
+                vec!["convert", "model.safetensors", out],
+            ),
+            (
+                "./model.safetensors",
+                vec!["dequant", "./model.safetensors", "--out", out],
+            ),
+            (
+                absolute,
+                vec!["dequant", absolute, "-o", out, "--backend", "cpu"],
+            ),
+        ] {
+            let o = bin().args(&args).current_dir(dir.path()).output().unwrap();
+            assert_one_error_line(&o, "refusing to overwrite");
+            assert!(stderr(&o).contains(input_arg), "{args:?}: {}", stderr(&o));
+            assert_eq!(
+                std::fs::read(&input).unwrap(),
+                before,
+                "{args:?}: input changed"
+            );
+        }
+    }
+    let mut keep = vec!["model.safetensors", "hard.safetensors"];
+    if cfg!(unix) {
+        keep.push("link.safetensors");
+    }
+    assert!(leftovers(dir.path(), &keep).is_empty());
+    // A symbolic link is still a link to the input, not a file of its own.
+    #[cfg(unix)]
+    assert!(
+        std::fs::symlink_metadata(dir.path().join("link.safetensors"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+/// Every `--backend` takes the library's backend names, each command only those that make sense
+/// for it: `-h` lists exactly those, and any other is a usage error (exit 2).
+#[test]
+fn backend_subsets_per_command() {
+    let decode = "[possible values: auto, vulkan, gl, metal, dx12, cpu]";
+    let gpu = "[possible values: auto, vulkan, gl, metal, dx12]";
+    let adapters = "[possible values: auto, all, vulkan, gl, metal, dx12]";
+    for (command, rest, listed, refused) in [
+        ("dequant", &["x.gguf", "-o", "y.bin"][..], decode, "all"),
+        ("convert", &["x.gguf", "y.safetensors"][..], decode, "all"),
+        ("verify", &["x.gguf"][..], gpu, "cpu"),
+        ("load", &["x.gguf"][..], gpu, "all"),
+        ("selftest", &[][..], adapters, "cpu"),
+        ("bench", &[][..], adapters, "cpu"),
+    ] {
+        let o = run(&[command, "-h"]);
+        let help = String::from_utf8(o.stdout).unwrap();
+        assert!(help.contains(listed), "{command}: {help}");
+        let mut args = vec![command];
+        args.extend_from_slice(rest);
+        args.extend_from_slice(&["--backend", refused]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(listed), "{args:?}: {}", stderr(&o));
+    }
+}
+
+/// `dequant --glob` (and `convert --glob`) picks tensors as `load --glob` does; it conflicts with
+/// `--tensor`, and a glob that matches nothing is one error line. Without a terminal there is no
+/// progress bar.
+#[test]
+fn dequant_and_convert_select_by_glob() {
+    let dir = tempdir();
+    let path = model(dir.path());
+    let p = path.to_str().unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    let out = dir.path().join("q.safetensors");
+    let o = run(&[
+        "dequant",
+        p,
+        "--glob",
+        "*.q?_0",
+        "--glob",
+        "d.*",
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains('\r') && !stderr(&o).contains('\u{1b}'),
+        "a progress bar was drawn: {:?}",
+        stderr(&o)
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut names = st.names();
+    names.sort();
+    assert_eq!(names, ["a.q4_0", "b.q8_0", "d.i32"]);
+    assert_eq!(
+        st.tensor("b.q8_0").unwrap().data(),
+        expected_bytes(&file, "b.q8_0", DType::F32).as_slice()
+    );
+
+    let conv = dir.path().join("c.safetensors");
+    let o = run(&[
+        "convert",
+        p,
+        conv.to_str().unwrap(),
+        "--glob",
+        "c.*",
+        "--json",
+        "--backend",
+        "cpu",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["tensors"], 1);
+    assert_eq!(json["backend"], "cpu");
+    let bytes = std::fs::read(&conv).unwrap();
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    assert_eq!(meta.tensors().len(), 1);
+    assert_eq!(
+        meta.metadata().as_ref().unwrap()["general.architecture"],
+        "test"
+    );
+
+    let o = run(&[
+        "dequant",
+        p,
+        "--glob",
+        "*",
+        "--tensor",
+        "c.f16",
+        "--out",
+        "x.safetensors",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let none = dir.path().join("none.safetensors");
+    let o = run(&[
+        "dequant",
+        p,
+        "--glob",
+        "zzz*",
+        "--out",
+        none.to_str().unwrap(),
+    ]);
+    assert_one_error_line(&o, "zzz*");
+    assert!(!none.exists());
+}

@@ -241,3 +241,34 @@ fn load_peak_rss_is_bounded() {
         assert!(peak < bound, "{source}: peak RSS {peak} >= {bound}");
     }
 }
+
+/// `selftest --backend all` checks every compute adapter: both software adapters, each with every
+/// shader format bit-identical, in one report.
+#[test]
+fn selftest_all_checks_every_adapter() {
+    const TEST: &str = "selftest_all_checks_every_adapter";
+    let have: Vec<&str> = BACKENDS.into_iter().filter(|b| have(b, TEST)).collect();
+    let o = run(&["selftest", "--backend", "all", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let json: Json = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["ok"], true);
+    assert_eq!(json["cpu"].as_array().unwrap().len(), Format::ALL.len());
+    let adapters = json["adapters"].as_array().unwrap();
+    let shaders = gguf_dequant::formats::WITH_SHADER.len();
+    for backend in &have {
+        let a = adapters
+            .iter()
+            .find(|a| a["backend"] == *backend)
+            .unwrap_or_else(|| panic!("no {backend} adapter in {json}"));
+        assert_eq!(a["ok"], true);
+        assert_eq!(a["gpu"].as_array().unwrap().len(), shaders);
+    }
+    let o = run(&["selftest", "--backend", "all"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let passed = out
+        .lines()
+        .filter(|l| l.starts_with("selftest passed:"))
+        .count();
+    assert_eq!(passed, adapters.len(), "{out}");
+}

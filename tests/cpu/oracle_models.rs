@@ -1,7 +1,7 @@
 //! The two real PyPI models against ggml's own C reader and codecs and against gguf-py: every
 //! tensor's header fields, the metadata keys, and every tensor decoded bit-for-bit.
 
-use gguf_dequant::{cpu, inspect, GgufFile};
+use gguf_dequant::{cpu, GgufFile};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
@@ -11,6 +11,8 @@ fn read_json(path: &std::path::Path) -> Json {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
+/// `gguf-dequant inspect --json` (so only with the binary, feature `cli`).
+#[cfg(feature = "cli")]
 #[test]
 fn inspect_matches_ggml_and_gguf_py() {
     const TEST: &str = "inspect_matches_ggml_and_gguf_py";
@@ -21,7 +23,10 @@ fn inspect_matches_ggml_and_gguf_py() {
         ) else {
             return;
         };
-        let ours = inspect::to_json(&GgufFile::open(&path).unwrap());
+        let ours: Json = serde_json::from_slice(
+            &support::cli::run(&["inspect", "--json", path.to_str().unwrap()]).stdout,
+        )
+        .unwrap();
         let oracle = read_json(&oracle);
         let our_keys: Vec<&str> = ours["metadata"]
             .as_object()

@@ -111,3 +111,45 @@ fn reserved_safetensors_name_is_refused() {
     assert!(err.to_string().contains("reserved"), "{err}");
     assert!(!path.exists());
 }
+
+/// The library's own writing path refuses the input file as its output (a typed error), so a
+/// library caller cannot overwrite the model it decodes either; the file keeps its bytes.
+#[test]
+fn dequant_file_refuses_its_input() {
+    use gguf_dequant::dequant::{self, Decoder};
+    use gguf_dequant::gguf::GgufWriter;
+    use gguf_dequant::{Format, GgufFile};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.bin");
+    let mut w = GgufWriter::new();
+    w.tensor("t", vec![4], Format::F32, vec![0u8; 16]);
+    std::fs::write(&path, w.to_bytes()).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    let tensors: Vec<_> = file.tensors().iter().collect();
+    for out in [path.clone(), dir.path().join(".").join("model.bin")] {
+        let err = dequant::dequant_file(
+            &file,
+            &tensors,
+            &out,
+            DType::F32,
+            Decoder::Cpu,
+            None,
+            &|_| {},
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, Error::Output { path, .. } if *path == out),
+            "{err}"
+        );
+        assert!(err.to_string().contains("refusing to overwrite"), "{err}");
+        assert!(matches!(
+            output::refuse_input(&out, &path),
+            Err(Error::Output { .. })
+        ));
+    }
+    assert!(output::refuse_input(&dir.path().join("new.bin"), &path).is_ok());
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}

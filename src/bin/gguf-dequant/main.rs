@@ -1,75 +1,21 @@
-//! The `gguf-dequant` command: a thin layer over the `gguf_dequant` library.
+//! The `gguf-dequant` command: a thin layer over the `gguf_dequant` library. Parse, run, exit:
+//! 0 success, 1 error (one `error:` line on stderr, with a hint where there is one), 2 usage
+//! (clap's own message). A closed stdout pipe is success.
 
 mod args;
+mod backend;
 mod commands;
+mod progress;
+mod render;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use args::{Cli, Command};
-
 fn main() -> ExitCode {
     quiet_headless_wayland();
-    let result = match Cli::parse().command {
-        Command::Selftest { backend, json } => commands::selftest(backend, json),
-        Command::Adapters { json } => commands::adapters(json),
-        Command::Inspect { file, json } => commands::inspect(&file, json),
-        Command::Load {
-            file,
-            dtype,
-            backend,
-            tensors,
-            globs,
-            source,
-            staging_mib,
-            report,
-        } => commands::load(commands::Load {
-            file: &file,
-            residency: dtype,
-            backend,
-            tensors,
-            globs,
-            source,
-            staging_bytes: staging_mib << 20,
-            json: report.json,
-            quiet: report.quiet,
-        }),
-        Command::Verify {
-            file,
-            backend,
-            dtype,
-            report,
-        } => commands::verify(&file, backend, dtype, report.json, report.quiet),
-        Command::Convert {
-            file,
-            out,
-            dtype,
-            backend,
-            report,
-        } => commands::convert(&file, &out, dtype, backend, report.json, report.quiet),
-        Command::Dequant {
-            file,
-            tensors,
-            out,
-            dtype,
-            backend,
-            quiet,
-        } => commands::Dequant {
-            file: &file,
-            tensors: &tensors,
-            out: &out,
-            dtype,
-            backend,
-            metadata: false,
-            json: false,
-            quiet,
-        }
-        .run(),
-        Command::Bench(args) => commands::bench(&args),
-    };
-    match result {
+    match commands::run(args::Cli::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,10 +1,21 @@
-//! `inspect::to_json` and `inspect::write_text` on a writer-built file.
+//! `gguf-dequant inspect --json` and `gguf-dequant inspect` on a writer-built file.
 
 use gguf_dequant::gguf::{Array, GgufFile, GgufString, GgufWriter, Value};
-use gguf_dequant::{inspect, Format};
+use gguf_dequant::Format;
 use serde_json::json;
 
+use crate::support::cli::{run, stderr};
 use crate::support::gguf::temp_file;
+
+/// `gguf-dequant inspect ARGS FILE`'s stdout.
+fn inspect(args: &[&str], file: &GgufFile) -> Vec<u8> {
+    let mut all = vec!["inspect"];
+    all.extend_from_slice(args);
+    all.push(file.path().to_str().unwrap());
+    let o = run(&all);
+    assert!(o.status.success(), "{}", stderr(&o));
+    o.stdout
+}
 
 fn sample() -> (tempfile::TempDir, GgufFile) {
     let mut w = GgufWriter::new();
@@ -77,7 +88,7 @@ fn to_json_is_exact() {
              "n_elements": 4, "n_bytes": 16, "offset": 96},
         ],
     });
-    let got = inspect::to_json(&file);
+    let got: serde_json::Value = serde_json::from_slice(&inspect(&["--json"], &file)).unwrap();
     assert_eq!(
         got,
         expected,
@@ -93,9 +104,7 @@ fn to_json_is_exact() {
 #[test]
 fn write_text_summarises() {
     let (_dir, file) = sample();
-    let mut out = Vec::new();
-    inspect::write_text(&file, &mut out).unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let text = String::from_utf8(inspect(&[], &file)).unwrap();
     for needle in [
         "version:     3",
         "tensors:     2",

@@ -3,9 +3,10 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use serde_json::{json, Map, Number, Value as Json};
-
-use crate::gguf::{Array, GgufFile, GgufString, Value};
+use gguf_dequant::dequant::metadata_json;
+use gguf_dequant::gguf::{Array, GgufFile, GgufString, Value};
+use gguf_dequant::Format;
+use serde_json::{json, Map, Value as Json};
 
 /// Metadata arrays with more items than this are summarised in JSON as
 /// `{"array_of": TYPE, "len": N, "head": [...]}` instead of written out.
@@ -25,10 +26,8 @@ pub const TEXT_STRING_MAX: usize = 60;
 ///
 /// * `data_offset` is absolute; each tensor's `offset` is relative to the data section, as stored.
 ///   `type` is the ggml name (`"Q4_K"`), `dims` in ggml order (`ne0` first).
-/// * Metadata keeps file order. Integers (u64 and i64 too) are JSON integers; floats are JSON
-///   numbers (an f32 as its shortest decimal), except non-finite ones, which JSON cannot hold and
-///   become the strings `"NaN"`, `"inf"` and `"-inf"`. Strings are decoded lossily (invalid UTF-8
-///   becomes U+FFFD).
+/// * Metadata keeps file order; values are as [`metadata_json`] writes them (integers exact,
+///   non-finite floats as `"NaN"`, `"inf"`, `"-inf"`, strings lossily).
 /// * Arrays of at most [`JSON_ARRAY_MAX`] items are JSON arrays; longer ones become
 ///   `{"array_of": TYPE, "len": N, "head": [first ARRAY_HEAD items]}` with TYPE the element type's
 ///   name (`"string"`, `"i32"`, `"array"`, ...). Nested arrays follow the same rule.
@@ -61,75 +60,18 @@ pub fn to_json(file: &GgufFile) -> Json {
     })
 }
 
-fn float_json(x: f64) -> Json {
-    match Number::from_f64(x) {
-        Some(n) => Json::Number(n),
-        None if x.is_nan() => Json::from("NaN"),
-        None if x > 0.0 => Json::from("inf"),
-        None => Json::from("-inf"),
-    }
-}
-
-fn f32_json(x: f32) -> Json {
-    // Through the shortest decimal that round-trips the f32, so 0.1f32 is 0.1, not
-    // 0.10000000149011612.
-    float_json(x.to_string().parse::<f64>().unwrap_or(f64::NAN))
-}
-
-fn string_json(s: &GgufString) -> Json {
-    Json::from(s.to_string_lossy().into_owned())
-}
-
+/// `v` as [`metadata_json`] writes it, except that arrays longer than [`JSON_ARRAY_MAX`] (at any
+/// depth) become `{"array_of", "len", "head"}`.
 fn value_json(v: &Value) -> Json {
-    full_or_summary_json(v, true)
-}
-
-/// `v` as JSON: strings lossily, non-finite floats as `"NaN"`/`"inf"`/`"-inf"`; arrays in full, or,
-/// with `summarise`, longer than [`JSON_ARRAY_MAX`] as `{"array_of", "len", "head"}`.
-pub fn value_to_json(v: &Value, summarise: bool) -> Json {
-    full_or_summary_json(v, summarise)
-}
-
-/// The file's metadata as strings, for a safetensors `__metadata__` header: string values as they
-/// are (lossily), everything else as its full JSON text (`30`, `true`, `["a","b"]`).
-pub fn metadata_strings(file: &GgufFile) -> std::collections::HashMap<String, String> {
-    file.metadata()
-        .iter()
-        .map(|(k, v)| {
-            let s = match v {
-                Value::String(s) => s.to_string_lossy().into_owned(),
-                v => value_to_json(v, false).to_string(),
-            };
-            (k.clone(), s)
-        })
-        .collect()
-}
-
-fn full_or_summary_json(v: &Value, summarise: bool) -> Json {
     match v {
-        Value::U8(x) => json!(x),
-        Value::I8(x) => json!(x),
-        Value::U16(x) => json!(x),
-        Value::I16(x) => json!(x),
-        Value::U32(x) => json!(x),
-        Value::I32(x) => json!(x),
-        Value::U64(x) => json!(x),
-        Value::I64(x) => json!(x),
-        Value::F32(x) => f32_json(*x),
-        Value::F64(x) => float_json(*x),
-        Value::Bool(b) => json!(b),
-        Value::String(s) => string_json(s),
-        Value::Array(a) => array_json(a, summarise),
+        Value::Array(a) => array_json(a),
+        v => metadata_json(v),
     }
 }
 
-fn array_json(a: &Array, summarise: bool) -> Json {
-    if !summarise || a.len() <= JSON_ARRAY_MAX {
-        Json::Array(
-            a.iter()
-                .map(|v| full_or_summary_json(&v, summarise))
-                .collect(),
-        )
+fn array_json(a: &Array) -> Json {
+    if a.len() <= JSON_ARRAY_MAX {
+        Json::Array(a.iter().map(|v| value_json(&v)).collect())
     } else {
         let head: Vec<Json> = a.iter().take(ARRAY_HEAD).map(|v| value_json(&v)).collect();
         json!({"array_of": a.value_type().name(), "len": a.len(), "head": head})
@@ -225,7 +167,7 @@ pub fn write_text(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
     }
 
     // Totals, with bytes by type in type-id order.
-    let mut by_type: BTreeMap<crate::Format, (usize, u64)> = BTreeMap::new();
+    let mut by_type: BTreeMap<Format, (usize, u64)> = BTreeMap::new();
     let (mut elements, mut bytes) = (0u64, 0u64);
     for t in file.tensors() {
         elements = elements.saturating_add(t.n_elements);

@@ -1,0 +1,483 @@
+//! The GPU half of [`crate::bench`]: adapters opened for timing, the measurement loop and the
+//! plain-data report it returns.
+
+use std::time::Instant;
+
+use super::values_for_mib;
+use crate::formats::sample::normal_blocks;
+use crate::gpu::timing::{GpuTimer, Timing};
+use crate::gpu::{buffers, compute_adapters, windows, DequantJob, EngineOptions, GpuEngine};
+use crate::{cpu, Backend, DType, Format, Result};
+
+/// Default number of timed runs per measurement.
+pub const DEFAULT_RUNS: usize = 7;
+/// The fewest timed runs a measurement takes.
+pub const MIN_RUNS: usize = 5;
+
+/// What to benchmark.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchConfig {
+    /// Formats; those without a shader get CPU figures only.
+    pub formats: Vec<Format>,
+    /// Output dtypes.
+    pub dtypes: Vec<DType>,
+    /// Values per format (rounded up to whole blocks of 256 values by [`BenchConfig::new`]).
+    pub n_values: u64,
+    /// Timed runs per measurement (at least [`MIN_RUNS`]); the median is reported.
+    pub runs: usize,
+    /// Untimed runs before them.
+    pub warmup: usize,
+    /// Measure the CPU codecs too.
+    pub cpu: bool,
+}
+
+impl BenchConfig {
+    /// `formats` × `dtypes` with `mib` MiB of f32 output per format (`mib × 2¹⁸` values, rounded
+    /// up to a multiple of 256 so that every format decodes the same count), [`DEFAULT_RUNS`]
+    /// runs after one warm-up, CPU figures included.
+    pub fn new(formats: Vec<Format>, dtypes: Vec<DType>, mib: f64) -> BenchConfig {
+        BenchConfig {
+            formats,
+            dtypes,
+            n_values: values_for_mib(mib),
+            runs: DEFAULT_RUNS,
+            warmup: 1,
+            cpu: true,
+        }
+    }
+}
+
+/// An adapter opened for benchmarking: an engine on its own device (with timestamp queries when
+/// the adapter has them) and a timer.
+#[derive(Debug)]
+pub struct BenchAdapter {
+    /// The engine.
+    pub engine: GpuEngine,
+    /// Its timer.
+    pub timer: GpuTimer,
+}
+
+impl BenchAdapter {
+    /// Opens every compute adapter of `backend` (`all`), or the best one; `wall` times with the
+    /// wall clock even where the adapter has timestamp queries.
+    pub fn open(backend: Backend, all: bool, wall: bool) -> Result<Vec<BenchAdapter>> {
+        let mut adapters = compute_adapters(backend)?;
+        if !all {
+            adapters.truncate(1);
+        }
+        adapters
+            .iter()
+            .map(|a| {
+                let engine = GpuEngine::from_adapter(a, EngineOptions::default())?;
+                let timer = if wall {
+                    GpuTimer::wall()
+                } else {
+                    GpuTimer::new(&engine)?
+                };
+                Ok(BenchAdapter { engine, timer })
+            })
+            .collect()
+    }
+
+    /// The adapter as it appears in the report.
+    pub fn report(&self) -> AdapterReport {
+        let info = self.engine.adapter_info();
+        AdapterReport {
+            name: info.name.clone(),
+            backend: info.backend.to_string().to_lowercase(),
+            device_type: format!("{:?}", info.device_type),
+            driver: format!("{} {}", info.driver, info.driver_info)
+                .trim()
+                .to_string(),
+            timing: self.timer.timing(),
+        }
+    }
+}
+
+/// One adapter of a report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdapterReport {
+    /// Adapter name.
+    pub name: String,
+    /// `vulkan`, `gl`, `metal`, `dx12`.
+    pub backend: String,
+    /// `DiscreteGpu`, `IntegratedGpu`, `VirtualGpu`, `Cpu`, `Other`.
+    pub device_type: String,
+    /// Driver name and version.
+    pub driver: String,
+    /// How its GPU times were measured.
+    pub timing: Timing,
+}
+
+/// One (adapter, format, dtype) row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchResult {
+    /// Index into [`BenchReport::adapters`]; `None` for a format without a shader (CPU only).
+    pub adapter: Option<usize>,
+    /// The format.
+    pub format: Format,
+    /// Output dtype.
+    pub dtype: DType,
+    /// Values decoded.
+    pub n_values: u64,
+    /// Quantised bytes read.
+    pub bytes_in: u64,
+    /// Output bytes written.
+    pub bytes_out: u64,
+    /// GPU figures; `None` for a format without a shader.
+    pub gpu: Option<GpuFigures>,
+    /// CPU codecs, one thread, GB/s of `bytes_in + bytes_out`.
+    pub cpu_1t_gb_per_s: Option<f64>,
+    /// CPU codecs, all threads.
+    pub cpu_mt_gb_per_s: Option<f64>,
+}
+
+/// The GPU side of a [`BenchResult`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GpuFigures {
+    /// Median seconds of one dequantisation.
+    pub seconds: f64,
+    /// Bytes the copy read (and wrote): `(bytes_in + bytes_out) / 2`, rounded up to 4.
+    pub copy_bytes: u64,
+    /// Median seconds of the copy.
+    pub copy_seconds: f64,
+    /// How both were measured.
+    pub timing: Timing,
+}
+
+impl BenchResult {
+    /// `(bytes_in + bytes_out) / seconds` in GB/s.
+    pub fn gb_per_s(&self) -> Option<f64> {
+        self.gpu
+            .map(|g| gbps(self.bytes_in + self.bytes_out, g.seconds))
+    }
+
+    /// `2 × copy_bytes / copy_seconds` in GB/s.
+    pub fn copy_gb_per_s(&self) -> Option<f64> {
+        self.gpu.map(|g| gbps(2 * g.copy_bytes, g.copy_seconds))
+    }
+
+    /// [`BenchResult::gb_per_s`] ÷ [`BenchResult::copy_gb_per_s`].
+    pub fn ratio_to_copy(&self) -> Option<f64> {
+        Some(self.gb_per_s()? / self.copy_gb_per_s()?)
+    }
+}
+
+fn gbps(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 / seconds.max(1e-12) / 1e9
+}
+
+/// A whole benchmark run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchReport {
+    /// The adapters, indexed by [`BenchResult::adapter`].
+    pub adapters: Vec<AdapterReport>,
+    /// Rows: adapter-major, then format, then dtype; CPU-only formats last.
+    pub results: Vec<BenchResult>,
+    /// Timed runs per measurement.
+    pub runs: usize,
+    /// Threads of the CPU "all threads" figure.
+    pub cpu_threads: usize,
+}
+
+/// A step of [`run`], for progress reports.
+#[derive(Clone, Copy, Debug)]
+pub struct Step<'a> {
+    /// Steps finished before this one.
+    pub done: u64,
+    /// All steps.
+    pub total: u64,
+    /// What this step measures (`"Q4_0 f16 on llvmpipe (vulkan)"`, `"Q4_0 f16 on the CPU"`).
+    pub what: &'a str,
+}
+
+/// Runs `config` on `adapters`, calling `progress` before each step.
+pub fn run(
+    config: &BenchConfig,
+    adapters: &[BenchAdapter],
+    progress: &dyn Fn(Step<'_>),
+) -> Result<BenchReport> {
+    let runs = config.runs.max(MIN_RUNS);
+    let n_values = config.n_values.div_ceil(256).max(1) * 256;
+    let shader: Vec<Format> = config
+        .formats
+        .iter()
+        .copied()
+        .filter(|&f| f.has_shader())
+        .collect();
+    let pairs = (config.formats.len() * config.dtypes.len()) as u64;
+    let total =
+        (adapters.len() * shader.len() * config.dtypes.len()) as u64 + pairs * config.cpu as u64;
+    let mut done = 0u64;
+    let mut step = |what: String| {
+        progress(Step {
+            done,
+            total,
+            what: &what,
+        });
+        done += 1;
+    };
+
+    // CPU figures first, once per (format, dtype).
+    let mut cpu_figs = Vec::new();
+    for &format in &config.formats {
+        let src = normal_blocks(format, n_values as usize / format.block_elems(), 1);
+        for &dtype in &config.dtypes {
+            let figs = if config.cpu {
+                step(format!("{format} {dtype} on the CPU"));
+                let traffic = src.len() as u64 + n_values * dtype.size() as u64;
+                let one = time_cpu(format, dtype, &src, Some(1), config.warmup, runs)?;
+                let all = time_cpu(format, dtype, &src, None, config.warmup, runs)?;
+                (Some(gbps(traffic, one)), Some(gbps(traffic, all)))
+            } else {
+                (None, None)
+            };
+            cpu_figs.push(((format, dtype), figs));
+        }
+    }
+    let cpu_of = |format: Format, dtype: DType| {
+        cpu_figs
+            .iter()
+            .find(|(k, _)| *k == (format, dtype))
+            .map_or((None, None), |(_, v)| *v)
+    };
+
+    let mut results = Vec::new();
+    for (index, adapter) in adapters.iter().enumerate() {
+        let info = adapter.engine.adapter_info();
+        let label = format!(
+            "{} ({})",
+            info.name,
+            info.backend.to_string().to_lowercase()
+        );
+        for &format in &shader {
+            let n_blocks = n_values / format.block_elems() as u64;
+            let src = normal_blocks(format, n_blocks as usize, 1);
+            for &dtype in &config.dtypes {
+                step(format!("{format} {dtype} on {label}"));
+                let gpu = time_gpu(adapter, format, dtype, &src, config.warmup, runs)?;
+                let (cpu_1t, cpu_mt) = cpu_of(format, dtype);
+                results.push(BenchResult {
+                    adapter: Some(index),
+                    format,
+                    dtype,
+                    n_values,
+                    bytes_in: src.len() as u64,
+                    bytes_out: n_values * dtype.size() as u64,
+                    gpu: Some(gpu),
+                    cpu_1t_gb_per_s: cpu_1t,
+                    cpu_mt_gb_per_s: cpu_mt,
+                });
+            }
+        }
+    }
+    for &format in config.formats.iter().filter(|&&f| !f.has_shader()) {
+        for &dtype in &config.dtypes {
+            let (cpu_1t, cpu_mt) = cpu_of(format, dtype);
+            results.push(BenchResult {
+                adapter: None,
+                format,
+                dtype,
+                n_values,
+                bytes_in: n_values / format.block_elems() as u64 * format.block_bytes() as u64,
+                bytes_out: n_values * dtype.size() as u64,
+                gpu: None,
+                cpu_1t_gb_per_s: cpu_1t,
+                cpu_mt_gb_per_s: cpu_mt,
+            });
+        }
+    }
+    Ok(BenchReport {
+        adapters: adapters.iter().map(BenchAdapter::report).collect(),
+        results,
+        runs,
+        cpu_threads: rayon::current_num_threads(),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Median seconds of the CPU codecs decoding `src` to `dtype` on `threads`.
+fn time_cpu(
+    format: Format,
+    dtype: DType,
+    src: &[u8],
+    threads: Option<usize>,
+    warmup: usize,
+    runs: usize,
+) -> Result<f64> {
+    let n = cpu::n_values(format, src.len())?;
+    // u32 storage keeps the f32 fast path (decoding in place) available, as a real caller's
+    // aligned buffer would.
+    let mut words = vec![0u32; (n * dtype.size()).div_ceil(4)];
+    let dst = &mut bytemuck::cast_slice_mut::<u32, u8>(&mut words)[..n * dtype.size()];
+    let mut times = Vec::with_capacity(runs);
+    for i in 0..warmup + runs {
+        let t = Instant::now();
+        cpu::dequant_to_bytes_with(format, src, dtype, dst, threads)?;
+        if i >= warmup {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    Ok(median(times))
+}
+
+/// One dequantisation, GPU-resident: the raw blocks uploaded once, the output buffer allocated
+/// once, each [`GpuCase::run`] one timed [`GpuEngine::record`] of the whole tensor.
+pub struct GpuCase<'a> {
+    adapter: &'a BenchAdapter,
+    format: Format,
+    dtype: DType,
+    n_blocks: u64,
+    src: wgpu::Buffer,
+    dst: wgpu::Buffer,
+}
+
+impl<'a> GpuCase<'a> {
+    /// Uploads `blocks` (whole blocks of `format`) to `adapter` and compiles the pipeline.
+    pub fn new(
+        adapter: &'a BenchAdapter,
+        format: Format,
+        dtype: DType,
+        blocks: &[u8],
+    ) -> Result<GpuCase<'a>> {
+        let engine = &adapter.engine;
+        engine.prepare(format, dtype)?;
+        let n_blocks = cpu::n_values(format, blocks.len())? as u64 / format.block_elems() as u64;
+        let (src_len, dst_len) = windows::padded(format, n_blocks, dtype.size() as u64);
+        let storage = wgpu::BufferUsages::STORAGE;
+        Ok(GpuCase {
+            adapter,
+            format,
+            dtype,
+            n_blocks,
+            src: buffers::upload_sized(engine.device(), "bench source", blocks, src_len, storage)?,
+            dst: buffers::upload_sized(engine.device(), "bench output", &[], dst_len, storage)?,
+        })
+    }
+
+    /// Quantised bytes read plus output bytes written by one run.
+    pub fn traffic(&self) -> u64 {
+        self.n_blocks
+            * (self.format.block_bytes() + self.format.block_elems() * self.dtype.size()) as u64
+    }
+
+    /// One timed dequantisation: seconds, and how they were measured.
+    pub fn run(&self) -> Result<(f64, Timing)> {
+        let engine = &self.adapter.engine;
+        let job = DequantJob {
+            format: self.format,
+            dtype: self.dtype,
+            src: &self.src,
+            src_offset: 0,
+            n_blocks: self.n_blocks,
+            dst: &self.dst,
+            dst_offset: 0,
+        };
+        self.adapter
+            .timer
+            .time(engine, |encoder| engine.record(encoder, &job))
+    }
+}
+
+/// A `copy_buffer_to_buffer` of `bytes` bytes between two buffers of one adapter.
+pub struct CopyCase<'a> {
+    adapter: &'a BenchAdapter,
+    bytes: u64,
+    src: wgpu::Buffer,
+    dst: wgpu::Buffer,
+}
+
+impl<'a> CopyCase<'a> {
+    /// Buffers for a copy of `bytes` (rounded up to 4) bytes; the source starts with `fill`, then
+    /// zeros.
+    pub fn new(adapter: &'a BenchAdapter, bytes: u64, fill: &[u8]) -> Result<CopyCase<'a>> {
+        let bytes = bytes.max(4).div_ceil(4) * 4;
+        let engine = &adapter.engine;
+        let fill = &fill[..fill.len().min(bytes as usize)];
+        Ok(CopyCase {
+            adapter,
+            bytes,
+            src: buffers::upload_sized(
+                engine.device(),
+                "bench copy source",
+                fill,
+                bytes,
+                wgpu::BufferUsages::COPY_SRC,
+            )?,
+            dst: buffers::upload_sized(
+                engine.device(),
+                "bench copy destination",
+                &[],
+                bytes,
+                wgpu::BufferUsages::COPY_DST,
+            )?,
+        })
+    }
+
+    /// Bytes copied (read, and again written).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// One timed copy.
+    pub fn run(&self) -> Result<(f64, Timing)> {
+        self.adapter.timer.time(&self.adapter.engine, |encoder| {
+            encoder.copy_buffer_to_buffer(&self.src, 0, &self.dst, 0, self.bytes);
+            Ok(())
+        })
+    }
+}
+
+/// Median seconds of `runs` runs of `f` after `warmup` untimed ones, and how they were timed.
+fn median_of(
+    warmup: usize,
+    runs: usize,
+    mut f: impl FnMut() -> Result<(f64, Timing)>,
+) -> Result<(f64, Timing)> {
+    let mut times = Vec::with_capacity(runs);
+    let mut how = Timing::Wall;
+    for i in 0..warmup + runs {
+        let (t, h) = f()?;
+        how = h;
+        if i >= warmup {
+            times.push(t);
+        }
+    }
+    Ok((median(times), how))
+}
+
+/// GPU time of `format` → `dtype` on `adapter`, and of the matching copy.
+fn time_gpu(
+    adapter: &BenchAdapter,
+    format: Format,
+    dtype: DType,
+    src: &[u8],
+    warmup: usize,
+    runs: usize,
+) -> Result<GpuFigures> {
+    let (seconds, timing) = {
+        let case = GpuCase::new(adapter, format, dtype, src)?;
+        median_of(warmup, runs, || case.run())?
+    };
+    let bytes_out = cpu::n_values(format, src.len())? as u64 * dtype.size() as u64;
+    let copy = CopyCase::new(adapter, (src.len() as u64 + bytes_out).div_ceil(2), src)?;
+    let (copy_seconds, _) = median_of(warmup, runs, || copy.run())?;
+    Ok(GpuFigures {
+        seconds,
+        copy_bytes: copy.bytes(),
+        copy_seconds,
+        timing,
+    })
+}

@@ -1,0 +1,85 @@
+//! `adapters`: every GPU adapter wgpu sees, with the limits that matter here.
+
+use std::io::Write;
+
+use anyhow::Result;
+use gguf_dequant::gpu;
+use serde_json::json;
+
+use crate::args::AdaptersArgs;
+use crate::render;
+
+/// Lists the adapters as text or JSON.
+pub fn run(args: &AdaptersArgs) -> Result<()> {
+    let adapters = gpu::list_adapters();
+    if args.json {
+        let list: Vec<_> = adapters
+            .iter()
+            .map(|a| {
+                json!({
+                    "name": a.info.name,
+                    "backend": a.info.backend.to_string().to_lowercase(),
+                    "device_type": format!("{:?}", a.info.device_type),
+                    "driver": a.info.driver,
+                    "driver_info": a.info.driver_info,
+                    "compute": a.compute,
+                    "max_storage_buffer_binding_size": a.limits.max_storage_buffer_binding_size,
+                    "max_buffer_size": a.limits.max_buffer_size,
+                    "min_storage_buffer_offset_alignment": a.limits.min_storage_buffer_offset_alignment,
+                    "max_compute_workgroups_per_dimension": a.limits.max_compute_workgroups_per_dimension,
+                    "max_compute_workgroup_storage_size": a.limits.max_compute_workgroup_storage_size,
+                })
+            })
+            .collect();
+        return render::print_json(&json!({ "adapters": list }));
+    }
+    let mut out = render::stdout();
+    if adapters.is_empty() {
+        writeln!(
+            out,
+            "no GPU adapters found: {}",
+            gguf_dequant::error::NO_ADAPTER_HINT
+        )?;
+    }
+    for a in &adapters {
+        let l = &a.limits;
+        writeln!(
+            out,
+            "{} ({:?}, {:?})",
+            a.info.name, a.info.backend, a.info.device_type
+        )?;
+        writeln!(
+            out,
+            "  driver:                {} {}",
+            a.info.driver, a.info.driver_info
+        )?;
+        writeln!(
+            out,
+            "  compute shaders:       {}",
+            if a.compute { "yes" } else { "no" }
+        )?;
+        writeln!(
+            out,
+            "  storage binding:       {} bytes",
+            l.max_storage_buffer_binding_size
+        )?;
+        writeln!(out, "  buffer:                {} bytes", l.max_buffer_size)?;
+        writeln!(
+            out,
+            "  offset alignment:      {} bytes",
+            l.min_storage_buffer_offset_alignment
+        )?;
+        writeln!(
+            out,
+            "  workgroups per dim:    {}",
+            l.max_compute_workgroups_per_dimension
+        )?;
+        writeln!(
+            out,
+            "  workgroup storage:     {} bytes",
+            l.max_compute_workgroup_storage_size
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}

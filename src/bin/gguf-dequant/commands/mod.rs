@@ -1,0 +1,42 @@
+//! One module per subcommand: take the parsed arguments, call the library, print through
+//! [`crate::render`].
+
+mod adapters;
+mod bench;
+mod dequant;
+mod inspect;
+mod load;
+mod selftest;
+mod verify;
+
+use anyhow::Result;
+use gguf_dequant::gguf::TensorInfo;
+use gguf_dequant::gpu::loader::Selection;
+use gguf_dequant::GgufFile;
+
+use crate::args::Command;
+
+/// Runs `command`.
+pub fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Selftest(args) => selftest::run(&args),
+        Command::Adapters(args) => adapters::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
+        Command::Load(args) => load::run(args),
+        Command::Verify(args) => verify::run(&args),
+        Command::Convert(args) => dequant::convert(args),
+        Command::Dequant(args) => dequant::dequant(args),
+        Command::Bench(args) => bench::run(&args),
+    }
+}
+
+/// The tensors of `file` that `selection` picks, in file order: the one place where the command
+/// line turns a selection into tensors (`load`, `dequant`, `convert`).
+fn selected<'f>(file: &'f GgufFile, selection: &Selection) -> Result<Vec<&'f TensorInfo>> {
+    let all = file.tensors();
+    Ok(selection
+        .resolve(file)?
+        .into_iter()
+        .map(|i| &all[i])
+        .collect())
+}
