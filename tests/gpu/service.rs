@@ -521,20 +521,51 @@ gpu_test!(
     failed_load_releases_everything
 );
 
-/// A destroyed device: a typed error, never a panic, nothing registered.
+/// A destroyed device: a typed error, never a panic, nothing registered. On a caller's device the
+/// loader leaves the caller's device-lost callback in place (it is the one that runs), unless
+/// asked to install its own, which then reports the loss as `DeviceLost`.
 fn destroyed_device_is_a_typed_error(adapter: &Adapter) {
     const TEST: &str = "destroyed_device_is_a_typed_error";
-    let (device, queue) = own_device(adapter);
-    let loader = WeightLoader::from_device(device.clone(), queue).unwrap();
     let (_dir, file) = small_file();
-    device.destroy();
-    let e = loader
-        .load(&file, &Selection::All, Residency::Dequantised(DType::F16))
-        .unwrap_err();
-    eprintln!("[{TEST}] {e} (hint: {:?})", e.hint());
-    assert!(matches!(e, Error::Gpu(GpuError::DeviceLost(_))), "{e:?}");
-    assert!(e.hint().is_some());
-    assert_eq!(loader.stats(), ServiceStats::default());
+    for install_handlers in [false, true] {
+        let (device, queue) = own_device(adapter);
+        let callers = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = callers.clone();
+        device.set_device_lost_callback(move |_, _| {
+            seen.store(true, std::sync::atomic::Ordering::SeqCst)
+        });
+        let loader = if install_handlers {
+            let options = EngineOptions {
+                install_handlers,
+                ..EngineOptions::default()
+            };
+            let engine = GpuEngine::from_device(device.clone(), queue, options).unwrap();
+            WeightLoader::with_engine(Arc::new(engine), LoadOptions::default())
+        } else {
+            WeightLoader::from_device(device.clone(), queue).unwrap()
+        };
+        device.destroy();
+        let e = loader
+            .load(&file, &Selection::All, Residency::Dequantised(DType::F16))
+            .unwrap_err();
+        eprintln!(
+            "[{TEST}] install_handlers {install_handlers}: {e} (hint: {:?})",
+            e.hint()
+        );
+        let callers_ran = callers.load(std::sync::atomic::Ordering::SeqCst);
+        if install_handlers {
+            assert!(matches!(e, Error::Gpu(GpuError::DeviceLost(_))), "{e:?}");
+            assert!(e.hint().is_some());
+            assert!(!callers_ran, "the loader's callback replaced the caller's");
+        } else {
+            assert!(matches!(e, Error::Gpu(_)), "{e:?}");
+            assert!(
+                callers_ran,
+                "the caller's device-lost callback was left in place"
+            );
+        }
+        assert_eq!(loader.stats(), ServiceStats::default());
+    }
 }
 gpu_test!(
     destroyed_device_is_a_typed_error,
