@@ -1,26 +1,11 @@
-//! gguf-dequant: GGUF model weights, dequantised on the GPU by WGSL compute shaders and checked
-//! bit-for-bit against CPU reference codecs that match ggml.
-//!
-//! * [`gguf`] reads (and writes) GGUF files: a hardened, memory-mapped, zero-copy reader.
-//! * [`formats`] is the registry of all 36 live ggml tensor types with their CPU codecs.
-//! * [`cpu`] drives the codecs over whole tensors, on all cores.
-//! * [`output`] writes decoded tensors as safetensors, `.npy` or raw little-endian files.
-//! * [`gpu`] dequantises on the GPU; [`gpu::loader`] streams tensors into GPU-resident buffers
-//!   for inference engines (raw or dequantised, on the library's adapter or the caller's device).
-//!
-//! ```no_run
-//! use gguf_dequant::{cpu, GgufFile};
-//!
-//! let file = GgufFile::open("model.gguf")?; // memory-mapped, fully validated
-//! for t in file.tensors() {
-//!     println!("{} {} {:?}", t.name, t.format, t.dims);
-//! }
-//! let t = file.tensor("blk.0.attn_q.weight").expect("tensor exists");
-//! let raw: &[u8] = file.tensor_data(t); // zero-copy raw blocks
-//! let values: Vec<f32> = cpu::dequant_f32(t.format, raw)?; // all cores, bit-exact with ggml
-//! # let _ = values;
-//! # Ok::<(), gguf_dequant::Error>(())
-//! ```
+#![cfg_attr(feature = "gpu", doc = include_str!("../README.md"))]
+#![cfg_attr(
+    not(feature = "gpu"),
+    doc = "gguf-dequant built without the `gpu` feature: the GGUF reader and writer ([`gguf`]), \
+           the format registry ([`formats`]), the CPU codecs ([`cpu`]) and the tensor selection \
+           ([`Selection`]). The crate's README, which is these docs with the default features, \
+           describes the whole crate."
+)]
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 

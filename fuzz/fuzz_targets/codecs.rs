@@ -18,13 +18,13 @@ fuzz_target!(|data: &[u8]| {
 
     // The raw tail, partial block and all: must be an error exactly when it is not whole blocks.
     let whole = rest.len() % spec.bytes == 0;
-    assert_eq!(cpu::n_values(format, rest.len()).is_ok(), whole);
+    assert_eq!(format.values_for(rest.len()).is_some(), whole);
     assert_eq!(cpu::dequant_f32_with(format, rest, Some(1)).is_ok(), whole);
 
     // Whole blocks.
     let src = &rest[..rest.len() - rest.len() % spec.bytes];
     let n = src.len() / spec.bytes * spec.elems;
-    assert_eq!(cpu::n_values(format, src.len()).ok(), Some(n));
+    assert_eq!(format.values_for(src.len()), Some(n));
 
     let mut into = vec![0f32; n];
     cpu::dequant_into(format, src, &mut into).expect("dequant_into");

@@ -11,7 +11,11 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use gguf_dequant::gguf::{parse, Header};
-use gguf_dequant::{cpu, inspect, DType, GgufFile};
+use gguf_dequant::{cpu, DType, GgufFile};
+
+/// The command line's `inspect` renderer (JSON and text), compiled in from the binary's source.
+#[path = "../../src/bin/gguf-dequant/render/inspect.rs"]
+mod inspect;
 use libfuzzer_sys::fuzz_target;
 
 /// A scratch file per fuzzing process (`-fork`/`-jobs` children have their own pid).

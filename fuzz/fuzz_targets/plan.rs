@@ -13,7 +13,7 @@
 //! padded binding sizes fit the limit and 4 GiB; the per-window shader parameters fit u32.
 #![no_main]
 
-use gguf_dequant::gpu::{plan_windows, upload, GpuError};
+use gguf_dequant::gpu::{plan_windows, windows, GpuError};
 use gguf_dequant::{DType, Format};
 use libfuzzer_sys::fuzz_target;
 
@@ -55,8 +55,8 @@ fn check_window(
         "output offset {dst_off} vs align {align}"
     );
     assert_eq!(dst_off % 16, 0, "output offset {dst_off} vs 16");
-    let (s_len, d_len) = upload::padded(format, count, dtype.size() as u64);
-    let cap = limit.min(upload::MAX_WINDOW_BYTES);
+    let (s_len, d_len) = windows::padded(format, count, dtype.size() as u64);
+    let cap = limit.min(windows::MAX_WINDOW_BYTES);
     assert!(s_len <= cap && d_len <= cap, "{s_len}/{d_len} > {cap}");
     assert_eq!(s_len as u128, (count as u128 * bytes).div_ceil(4) * 4);
     assert_eq!(d_len as u128, (count as u128 * out_block).div_ceil(16) * 16);

@@ -28,7 +28,7 @@
 //!   inside error scopes; an uncaptured-error handler and a device-lost callback record into
 //!   shared state that every call checks.
 //! * **Big tensors.** Tensors and outputs larger than `max_storage_buffer_binding_size` are
-//!   bound in windows (see [`upload`]); [`GpuEngine::dequant`] also submits at most
+//!   bound in windows (see [`windows`]); [`GpuEngine::dequant`] also submits at most
 //!   [`EngineOptions::max_chunk_bytes`] of output at a time.
 
 pub mod buffers;

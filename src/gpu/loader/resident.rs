@@ -35,7 +35,7 @@ pub struct ResidentTensor {
     /// The resident element type: `None` for raw blocks.
     pub dtype: Option<DType>,
     /// The buffers, in element order: one, unless the tensor is larger than the largest buffer
-    /// ([`LoadOptions::max_buffer_bytes`]); part boundaries are whole blocks, at offsets valid
+    /// ([`super::LoadOptions::max_buffer_bytes`]); part boundaries are whole blocks, at offsets valid
     /// as storage-binding offsets for any dtype.
     pub parts: Vec<ResidentPart>,
 }
@@ -115,7 +115,7 @@ impl ResidentTensor {
         self.parts.iter().map(|p| p.range.end - p.range.start).sum()
     }
 
-    /// Bytes a destination buffer needs for [`WeightLoader::record_tensor`] to `dtype` (the
+    /// Bytes a destination buffer needs for [`super::WeightLoader::record_tensor`] to `dtype` (the
     /// values rounded up to 16 bytes).
     pub fn dequantised_size(&self, dtype: DType) -> u64 {
         windows::round_up(self.n_elements * dtype.size() as u64, windows::DST_ALIGN)
