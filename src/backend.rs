@@ -62,24 +62,6 @@ impl Backend {
     pub const fn is_gpu(self) -> bool {
         !matches!(self, Backend::Cpu)
     }
-
-    /// The wgpu backends this selects; empty for [`Backend::Cpu`].
-    #[cfg(feature = "gpu")]
-    pub fn wgpu_backends(self) -> wgpu::Backends {
-        match self {
-            Backend::Auto | Backend::All => {
-                wgpu::Backends::VULKAN
-                    | wgpu::Backends::METAL
-                    | wgpu::Backends::DX12
-                    | wgpu::Backends::GL
-            }
-            Backend::Vulkan => wgpu::Backends::VULKAN,
-            Backend::Gl => wgpu::Backends::GL,
-            Backend::Metal => wgpu::Backends::METAL,
-            Backend::Dx12 => wgpu::Backends::DX12,
-            Backend::Cpu => wgpu::Backends::empty(),
-        }
-    }
 }
 
 impl fmt::Display for Backend {

@@ -6,6 +6,25 @@ use std::sync::{Arc, Mutex};
 use super::GpuError;
 use crate::{Backend, Result};
 
+impl Backend {
+    /// The wgpu backends this selects; empty for [`Backend::Cpu`].
+    pub fn wgpu_backends(self) -> wgpu::Backends {
+        match self {
+            Backend::Auto | Backend::All => {
+                wgpu::Backends::VULKAN
+                    | wgpu::Backends::METAL
+                    | wgpu::Backends::DX12
+                    | wgpu::Backends::GL
+            }
+            Backend::Vulkan => wgpu::Backends::VULKAN,
+            Backend::Gl => wgpu::Backends::GL,
+            Backend::Metal => wgpu::Backends::METAL,
+            Backend::Dx12 => wgpu::Backends::DX12,
+            Backend::Cpu => wgpu::Backends::empty(),
+        }
+    }
+}
+
 fn instance(backends: wgpu::Backends) -> wgpu::Instance {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = backends;

@@ -1,5 +1,5 @@
 //! Every CPU codec against the oracle fixtures of `scripts/oracle/make_fixtures.py`: random and
-//! exhaustive blocks of all 36 formats, decoded by ggml's compiled C, gguf-py 0.19.0 or an independent
+//! exhaustive blocks of every format, decoded by ggml's compiled C, gguf-py 0.19.0 or an independent
 //! numpy rule. Bit-exact, except that NaN equals NaN.
 //!
 //! Needs `GGUF_DEQUANT_ORACLE` (set by `scripts/test.sh`); without it the test is skipped, or fails

@@ -36,7 +36,11 @@ fn every_gpu_format_has_three_dtypes() {
         .filter(|&&f| shaders::source(f, DType::F32).is_some())
         .count();
     assert_eq!(composed().len(), formats * 3);
-    assert_eq!(formats, 31, "{formats} formats with a shader");
+    assert_eq!(
+        formats,
+        gguf_dequant::formats::WITH_SHADER.len(),
+        "{formats} formats with a shader"
+    );
 }
 
 /// The eight i-quant super-block formats have shaders (so every test here covers them).
