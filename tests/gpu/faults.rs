@@ -112,7 +112,9 @@ fn write_file(dir: &tempfile::TempDir) -> GgufFile {
     w.metadata("general.name", "faults-test");
     let tensors = [
         ("a.q8", Format::Q8_0, 300),
-        ("b.q4k", Format::Q4_K, 8),
+        // 40 blocks: more than one raw part even at SwiftShader's 256-byte offset alignment
+        // (a raw Q4_K part is a multiple of 16 blocks there, of 2 at lavapipe's 32).
+        ("b.q4k", Format::Q4_K, 40),
         ("c.f16", Format::F16, 1000),
     ];
     random_tensors(&mut w, &tensors, 77);
@@ -174,13 +176,27 @@ gpu_test!(
 
 /// A tensor whose smallest aligned part is bigger than the largest buffer: splitting cannot help,
 /// so the load fails with `TooLarge` before any buffer exists (it used to create a buffer past
-/// the limit).
+/// the limit). The largest buffer is 512 bytes, or one raw aligned part where that is more
+/// (SwiftShader: 16 Q4_K blocks, 2304 bytes, at its 256-byte offset alignment).
 fn unsplittable_tensor_is_too_large_before_allocating(e: GpuEngine) {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(&dir);
+    // A part's offsets serve every output dtype: the step of a 2-byte output.
+    let raw_step = plan_windows(
+        Format::Q4_K,
+        DType::F16,
+        u64::MAX >> 8,
+        e.offset_alignment(),
+    )
+    .unwrap()
+    .step_blocks;
+    let max_buffer = (raw_step * Format::Q4_K.block_bytes() as u64).max(512);
+    if e.offset_alignment() <= 32 {
+        assert_eq!(max_buffer, 512);
+    }
     let loader = WeightLoader::with_engine(Arc::new(e), LoadOptions::default());
     let opts = LoadOptions {
-        max_buffer_bytes: Some(512),
+        max_buffer_bytes: Some(max_buffer),
         ..LoadOptions::default()
     };
     let q4k = Selection::names(["b.q4k"]);
@@ -189,13 +205,13 @@ fn unsplittable_tensor_is_too_large_before_allocating(e: GpuEngine) {
         .unwrap_err();
     match &err {
         Error::Gpu(GpuError::TooLarge { bytes, limit, .. }) => {
-            assert_eq!(*limit, 512);
-            assert!(*bytes > 512);
+            assert_eq!(*limit, max_buffer);
+            assert!(*bytes > max_buffer);
         }
         other => panic!("{other}"),
     }
     assert_eq!(loader.stats(), ServiceStats::default());
-    // Raw, the same tensor splits into 512-byte parts and loads.
+    // Raw, the same tensor splits into parts of at most `max_buffer` bytes and loads.
     let model = loader
         .load_with(&file, &q4k, Residency::Raw, &opts)
         .unwrap();

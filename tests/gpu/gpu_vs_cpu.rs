@@ -138,14 +138,23 @@ gpu_test!(sentinel_every_value_written_nothing_past_the_end, sentinel);
 /// A small forced binding limit: one tensor spans several windows, and window boundaries fall
 /// inside runs of 17-, 18-, 22- and 34-byte blocks and of 50- to 292-byte super-blocks (e.g. the
 /// i-quants' 50, 56, 66, 74, 82, 98 and 136, Q3_K's 110 and Q6_K's 210); tiny chunks and a tiny 2-D
-/// fold too.
+/// fold too. The limit is 64 KiB where the adapter's offset alignment lets one step of windows of
+/// every format fit it (32 bytes: lavapipe, llvmpipe GL), else the least power of two that does
+/// (256 bytes, SwiftShader: 128 KiB, for Q3_K's and the i-quants' 128-block steps); each tensor
+/// is four limits of output.
 fn windowing(engine: &GpuEngine) {
     let backend = label(engine);
+    let limit = engine.max_binding_size();
+    assert_eq!(
+        limit,
+        windowing_limit(engine.offset_alignment()),
+        "{backend}"
+    );
     let mut failures = Vec::new();
     for &format in gguf_dequant::formats::WITH_SHADER {
         for dtype in [DType::F32, DType::F16] {
             let out_block = (format.block_elems() * dtype.size()) as u64;
-            let n_blocks = (4 * (1u64 << 16) / out_block + 7) as usize;
+            let n_blocks = (4 * limit / out_block + 7) as usize;
             let windows = engine.window_count(format, dtype, n_blocks as u64).unwrap();
             assert!(windows >= 3, "{format} to {dtype}: only {windows} windows");
             let src = random_blocks(format, n_blocks, 99);
@@ -161,9 +170,32 @@ fn windowing(engine: &GpuEngine) {
     }
     assert!(failures.is_empty(), "{backend}:\n{}", failures.join("\n"));
 }
-fn windowing_options() -> EngineOptions {
+/// The least power of two from 64 KiB up that holds one step of windows of every shader format
+/// and output dtype at offset alignment `align`.
+fn windowing_limit(align: u64) -> u64 {
+    let fits = |limit: u64| {
+        gguf_dequant::formats::WITH_SHADER.iter().all(|&f| {
+            DType::ALL
+                .iter()
+                .all(|&d| gguf_dequant::gpu::plan_windows(f, d, limit, align).is_ok())
+        })
+    };
+    let mut limit = 1u64 << 16;
+    while !fits(limit) {
+        limit *= 2;
+    }
+    limit
+}
+/// 64 KiB at lavapipe's and llvmpipe GL's 32-byte alignment, 128 KiB at SwiftShader's 256.
+#[test]
+fn windowing_limit_per_alignment() {
+    assert_eq!(windowing_limit(32), 1 << 16);
+    assert_eq!(windowing_limit(256), 1 << 17);
+}
+fn windowing_options(adapter: &crate::support::gpu::Adapter) -> EngineOptions {
+    let align = adapter.limits().min_storage_buffer_offset_alignment as u64;
     EngineOptions {
-        max_binding_size: Some(1 << 16),
+        max_binding_size: Some(windowing_limit(align)),
         max_workgroups_per_dim: Some(7),
         max_chunk_bytes: 1 << 19,
         ..EngineOptions::default()
@@ -172,12 +204,12 @@ fn windowing_options() -> EngineOptions {
 gpu_test!(
     windows_chunks_and_2d_dispatch,
     windowing,
-    options = windowing_options()
+    options_for = windowing_options
 );
 
-/// Whether the adapter flushes an f32 subnormal in a float multiply (informational: the shaders
-/// never depend on it).
-fn flushes_subnormals(engine: &GpuEngine) -> bool {
+/// Whether the adapter flushes an f32 subnormal in a float multiply (the shaders never depend on
+/// it; `tests/gpu/adapters.rs` records which adapters do: SwiftShader).
+pub(crate) fn flushes_subnormals(engine: &GpuEngine) -> bool {
     let device = engine.device();
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("ftz probe"),

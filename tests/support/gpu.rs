@@ -17,9 +17,9 @@ pub use wgpu::Adapter;
 
 /// Registers a GPU test: one `#[test]` per backend the software adapters cover (`<name>::vulkan`
 /// and `<name>::gl`), each running `body` once for every compute adapter of that backend that wgpu
-/// finds (lavapipe and llvmpipe today; SwiftShader would be a second Vulkan adapter), with the
-/// adapter printed first. With no adapter of the backend the test fails under `CI=true` and
-/// otherwise prints `SKIPPED` and passes.
+/// finds (lavapipe and SwiftShader on Vulkan, llvmpipe on GL, in CI), with the adapter printed
+/// first. With no adapter of the backend the test fails under `CI=true` and otherwise prints
+/// `SKIPPED` and passes.
 ///
 /// `body` is a plain function (so rustfmt formats it) taking one of:
 /// * `&GpuEngine`: an engine on a new device of the adapter (`GpuEngine::from_adapter`: the
@@ -29,6 +29,8 @@ pub use wgpu::Adapter;
 ///
 /// Optional `key = value` settings after the body, each a [`GpuTest`] method:
 /// * `options = EngineOptions { .. }`: the engine's options (default `EngineOptions::default()`);
+/// * `options_for = f`: the options as a function of the adapter (`fn(&Adapter) -> EngineOptions`,
+///   e.g. a forced binding limit that one step of windows at the adapter's offset alignment fits);
 /// * `exclusive = true`: no other `gpu_test!` test of this binary runs at the same time (for
 ///   process-wide measurements such as peak RSS; plain `#[test]`s are not held back).
 ///
@@ -79,6 +81,7 @@ pub struct GpuTest {
     backend: Backend,
     test: &'static str,
     options: EngineOptions,
+    options_for: Option<fn(&Adapter) -> EngineOptions>,
     exclusive: bool,
 }
 
@@ -89,6 +92,7 @@ impl GpuTest {
             backend,
             test: test.split_once("::").map_or(test, |(_, rest)| rest),
             options: EngineOptions::default(),
+            options_for: None,
             exclusive: false,
         }
     }
@@ -96,6 +100,12 @@ impl GpuTest {
     /// The options of the engines the body gets.
     pub fn options(mut self, options: EngineOptions) -> GpuTest {
         self.options = options;
+        self
+    }
+
+    /// The options of the engines the body gets, per adapter (replaces [`GpuTest::options`]).
+    pub fn options_for(mut self, options: fn(&Adapter) -> EngineOptions) -> GpuTest {
+        self.options_for = Some(options);
         self
     }
 
@@ -164,7 +174,10 @@ impl GpuTest {
 
     /// The engine the body gets on `adapter`.
     fn engine(&self, adapter: &Adapter) -> GpuEngine {
-        let engine = GpuEngine::from_adapter(adapter, self.options.clone())
+        let options = self
+            .options_for
+            .map_or_else(|| self.options.clone(), |f| f(adapter));
+        let engine = GpuEngine::from_adapter(adapter, options)
             .unwrap_or_else(|e| panic!("[{}] {e}", self.test));
         eprintln!(
             "[{}] storage binding {} B, offset alignment {} B, buffer {} B",
