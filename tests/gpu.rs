@@ -10,6 +10,8 @@
 
 pub mod support;
 
+#[path = "gpu/adapters.rs"]
+mod adapters;
 #[path = "gpu/concurrency.rs"]
 mod concurrency;
 #[path = "gpu/faults.rs"]

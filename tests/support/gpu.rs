@@ -248,3 +248,9 @@ pub fn label(engine: &GpuEngine) -> String {
     let info = engine.adapter_info();
     format!("{} ({:?})", info.name, info.backend)
 }
+
+/// Every compute adapter wgpu finds on any backend, best first (empty when there is none): for
+/// tests about the adapters themselves.
+pub fn all_adapters() -> Vec<Adapter> {
+    gguf_dequant::gpu::compute_adapters(Backend::All).unwrap_or_default()
+}
