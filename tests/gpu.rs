@@ -34,3 +34,5 @@ mod service;
 mod shaders_layout_sync;
 #[path = "gpu/shaders_validate.rs"]
 mod shaders_validate;
+#[path = "gpu/validation.rs"]
+mod validation;

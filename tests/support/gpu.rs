@@ -4,12 +4,25 @@
 //! tests enumerate adapters or create engines: when the library's GPU API changes, only this file
 //! does.
 //!
+//! Validation: every `gpu_test!` installs [`validation::init`] (a `log` logger that prints the
+//! Warn-and-above records of wgpu, wgpu-core and wgpu-hal) before it creates an instance, and after
+//! each body, and again once the adapters (and so the instance) are dropped, asserts that neither
+//! the Vulkan validation layer nor the GL debug output reported an error
+//! ([`validation::take_errors`]): wgpu-hal's `VALIDATION_CANARY` (dev-dependency feature
+//! `validation_canary`) and the logger's Error-level validation records. Both are process-wide,
+//! so a report made while tests run side by side fails whichever test checks first; the logger's
+//! record names the thread, that is the test, that caused it. `scripts/test.sh` runs the binary's
+//! Vulkan tests once more on lavapipe under the Khronos layer (elsewhere `WGPU_VALIDATION=0`
+//! keeps the layer out); `tests/gpu/validation.rs` proves that stage's checks are live.
+//!
 //! Library API used: [`gguf_dequant::gpu::compute_adapters`] (every compute adapter),
 //! [`GpuEngine::from_adapter`] (an engine per adapter), [`GpuEngine::with_options`] (for
 //! [`engine`]), [`GpuEngine::adapter_info`], [`GpuEngine::limits`],
 //! [`GpuEngine::max_binding_size`] and [`GpuEngine::offset_alignment`].
 
 use std::sync::RwLock;
+
+pub mod validation;
 
 pub use gguf_dequant::gpu::{EngineOptions, GpuEngine};
 pub use gguf_dequant::Backend;
@@ -19,7 +32,7 @@ pub use wgpu::Adapter;
 /// and `<name>::gl`), each running `body` once for every compute adapter of that backend that wgpu
 /// finds (lavapipe and SwiftShader on Vulkan, llvmpipe on GL, in CI), with the adapter printed
 /// first. With no adapter of the backend the test fails under `CI=true` and otherwise prints
-/// `SKIPPED` and passes.
+/// `SKIPPED` and passes. A validation error reported during a body fails it.
 ///
 /// `body` is a plain function (so rustfmt formats it) taking one of:
 /// * `&GpuEngine`: an engine on a new device of the adapter (`GpuEngine::from_adapter`: the
@@ -115,8 +128,10 @@ impl GpuTest {
         self
     }
 
-    /// Runs `body` on every compute adapter of the backend.
+    /// Runs `body` on every compute adapter of the backend, then checks that no validation
+    /// error was reported (after each body, and after the instance is dropped).
     pub fn run<M>(self, body: impl Body<M>) {
+        validation::init();
         // A panicking test poisons the lock; the others still run.
         let _shared;
         let _exclusive;
@@ -125,14 +140,27 @@ impl GpuTest {
         } else {
             _shared = GPU.read().unwrap_or_else(|p| p.into_inner());
         }
-        for adapter in &self.adapters() {
+        // Whatever is left from an earlier test (a plain `#[test]` outside `gpu_test!`) is
+        // that test's, but still a failure: the run must not pass with it.
+        validation::assert_none(self.test, "before the test (left by another test)");
+        let adapters = self.adapters();
+        for adapter in &adapters {
             let info = adapter.get_info();
             eprintln!(
                 "[{}] adapter `{}` ({:?}, {:?}, driver `{}` {})",
                 self.test, info.name, info.backend, info.device_type, info.driver, info.driver_info
             );
+            // Prints what was reported when the body panics; a clean body is checked below.
+            let guard = validation::PrintOnPanic(self.test);
             body.call(&self, adapter);
+            drop(guard);
+            validation::assert_none(
+                self.test,
+                &format!("on `{}` ({:?})", info.name, info.backend),
+            );
         }
+        drop(adapters);
+        validation::assert_none(self.test, "when the instance was dropped");
     }
 
     /// The compute adapters of the backend, best first; none is a failure under CI, else a loud
@@ -228,6 +256,7 @@ impl<F: Fn(&Adapter)> Body<marker::OnAdapter> for F {
 /// a loud SKIPPED line; under `CI=true` a missing adapter fails the test instead. For tests of the
 /// backend selection itself; other tests use [`gpu_test!`](crate::gpu_test).
 pub fn engine(backend: Backend, test: &str, options: EngineOptions) -> Option<GpuEngine> {
+    validation::init();
     match GpuEngine::with_options(backend, options) {
         Ok(e) => {
             eprintln!("[{test}] {backend}: {}", label(&e));
@@ -249,8 +278,15 @@ pub fn label(engine: &GpuEngine) -> String {
     format!("{} ({:?})", info.name, info.backend)
 }
 
-/// Every compute adapter wgpu finds on any backend, best first (empty when there is none): for
-/// tests about the adapters themselves.
+/// Every compute adapter wgpu finds on any backend, best first (empty when there is none), with
+/// the logger installed first: for tests about the adapters themselves.
 pub fn all_adapters() -> Vec<Adapter> {
+    validation::init();
     gguf_dequant::gpu::compute_adapters(Backend::All).unwrap_or_default()
+}
+
+/// Runs `f` with no `gpu_test!` test of the binary running (the lock an `exclusive` test holds).
+pub fn exclusive<R>(f: impl FnOnce() -> R) -> R {
+    let _exclusive = GPU.write().unwrap_or_else(|p| p.into_inner());
+    f()
 }
