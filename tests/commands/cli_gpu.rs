@@ -75,6 +75,22 @@ fn adapters_lists_what_wgpu_sees() {
     for backend in BACKENDS {
         have(backend, "adapters_lists_what_wgpu_sees");
     }
+    // Every implementation the run expects (in CI lavapipe, SwiftShader, llvmpipe GL), as compute.
+    for (backend, name) in support::expected_adapters("adapters_lists_what_wgpu_sees")
+        .into_iter()
+        .flatten()
+    {
+        assert!(
+            json["adapters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["backend"] == backend
+                    && a["name"].as_str().unwrap().contains(&name)
+                    && a["compute"] == true),
+            "no {backend} compute adapter `*{name}*` in {json}"
+        );
+    }
 }
 
 #[test]
@@ -261,8 +277,8 @@ fn load_peak_rss_is_bounded() {
     }
 }
 
-/// `selftest --backend all` checks every compute adapter: both software adapters, each with every
-/// shader format bit-identical, in one report.
+/// `selftest --backend all` checks every compute adapter: every software adapter (in CI the three
+/// of `GGUF_DEQUANT_EXPECT_ADAPTERS`), each with every shader format bit-identical, in one report.
 #[test]
 fn selftest_all_checks_every_adapter() {
     const TEST: &str = "selftest_all_checks_every_adapter";
@@ -280,6 +296,14 @@ fn selftest_all_checks_every_adapter() {
             .find(|a| a["backend"] == *backend)
             .unwrap_or_else(|| panic!("no {backend} adapter in {json}"));
         assert_eq!(a["ok"], true);
+        assert_eq!(a["gpu"].as_array().unwrap().len(), shaders);
+    }
+    for (backend, name) in support::expected_adapters(TEST).into_iter().flatten() {
+        let a = adapters
+            .iter()
+            .find(|a| a["backend"] == backend && a["adapter"].as_str().unwrap().contains(&name))
+            .unwrap_or_else(|| panic!("no {backend} adapter `*{name}*` in {json}"));
+        assert_eq!(a["ok"], true, "{a}");
         assert_eq!(a["gpu"].as_array().unwrap().len(), shaders);
     }
     let o = run(&["selftest", "--backend", "all"]);

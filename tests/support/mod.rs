@@ -6,7 +6,8 @@
 //!   * `GGUF_DEQUANT_ORACLE`: fixtures made by `scripts/oracle/` (`manifest.json`, `inspect/`,
 //!     `models/`, `quantized/`);
 //!   * `GGUF_DEQUANT_MODELS`: the real GGUF models ([`MODEL_FILES`]);
-//!   * `GGUF_DEQUANT_PYTHON`: a Python with numpy and safetensors.
+//!   * `GGUF_DEQUANT_PYTHON`: a Python with numpy and safetensors;
+//!   * `GGUF_DEQUANT_EXPECT_ADAPTERS`: the adapters the run must have ([`expected_adapters`]).
 //!
 //!   When a variable or file is missing, the helpers panic under `CI=true` (no silent skips in CI)
 //!   and otherwise print a loud `SKIPPED` line and return `None`.
@@ -86,6 +87,31 @@ pub fn model_file(test: &str, file: &str) -> Option<PathBuf> {
         missing(test, &format!("model {} does not exist", p.display()));
         None
     }
+}
+
+/// `GGUF_DEQUANT_EXPECT_ADAPTERS`, set by `scripts/test.sh`: comma-separated `backend:name`
+/// entries (`vulkan:llvmpipe,vulkan:SwiftShader,gl:llvmpipe`), each naming a compute adapter the
+/// run must have by its backend (as `gguf-dequant` names it) and a substring of its name.
+/// `None` (after [`missing`]: a failure under `CI=true`) when unset.
+pub fn expected_adapters(test: &str) -> Option<Vec<(String, String)>> {
+    const VAR: &str = "GGUF_DEQUANT_EXPECT_ADAPTERS";
+    let Ok(list) = std::env::var(VAR) else {
+        missing(test, &format!("{VAR} is not set (scripts/test.sh sets it)"));
+        return None;
+    };
+    let entries: Vec<(String, String)> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (backend, name) = e
+                .split_once(':')
+                .unwrap_or_else(|| panic!("{VAR}: `{e}` is not backend:name"));
+            (backend.trim().to_lowercase(), name.trim().to_string())
+        })
+        .collect();
+    assert!(!entries.is_empty(), "{VAR}=`{list}` names no adapter");
+    Some(entries)
 }
 
 /// `$GGUF_DEQUANT_PYTHON`, or `None` (after [`missing`]) when unset.
