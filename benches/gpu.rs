@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use gguf_dequant::bench::{BenchAdapter, CopyCase, GpuCase};
-use gguf_dequant::gpu::loader::{LoadOptions, Residency, Selection, Source, WeightLoader};
+use gguf_dequant::gpu::loader::{LoadOptions, Residency, Source, WeightLoader};
 use gguf_dequant::gpu::Backend;
+use gguf_dequant::Selection;
 use gguf_dequant::{DType, Format, GgufFile};
 
 /// Values per kernel case: 1 Mi (2 MiB of f16).

@@ -8,8 +8,9 @@
 use std::sync::Arc;
 
 use gguf_dequant::gguf::GgufWriter;
-use gguf_dequant::gpu::loader::{LoadOptions, Residency, Selection, ServiceStats, WeightLoader};
+use gguf_dequant::gpu::loader::{LoadOptions, Residency, ServiceStats, WeightLoader};
 use gguf_dequant::gpu::{plan_windows, windows, DequantJob, EngineOptions, GpuEngine, GpuError};
+use gguf_dequant::Selection;
 use gguf_dequant::{DType, Error, Format, GgufFile};
 
 use crate::gpu_test;

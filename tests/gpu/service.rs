@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use gguf_dequant::gguf::GgufWriter;
 use gguf_dequant::gpu::loader::{
-    wgsl_decode_source, LoadOptions, RecordJob, Residency, Selection, ServiceStats, Source,
-    WeightLoader,
+    LoadOptions, RecordJob, Residency, ServiceStats, Source, WeightLoader,
 };
+use gguf_dequant::gpu::shaders::wgsl_decode_source;
 use gguf_dequant::gpu::{EngineOptions, GpuEngine, GpuError};
+use gguf_dequant::Selection;
 use gguf_dequant::{DType, Error, Format, GgufFile};
 
 use crate::gpu_test;

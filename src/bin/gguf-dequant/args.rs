@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use gguf_dequant::gpu::loader::{Residency, Selection, Source};
+use gguf_dequant::gpu::loader::{Residency, Source};
+use gguf_dequant::Selection;
 use gguf_dequant::{Backend, DType};
 
 use crate::backend::{self, ADAPTERS, DECODE, GPU};

@@ -56,7 +56,7 @@
 //!
 //! Dequantised tensors are plain little-endian arrays (`array<f32>`, or `array<u32>` holding two
 //! f16/bf16 each) in ggml order: `dims[0]` is the row length. Raw tensors hold the GGUF blocks
-//! untouched; [`wgsl_decode_source`] gives the WGSL that decodes them, and
+//! untouched; [`crate::gpu::shaders::wgsl_decode_source`] gives the WGSL that decodes them, and
 //! [`WeightLoader::record`] / [`WeightLoader::record_tensor`] record a dequantisation into your
 //! own `CommandEncoder` for engines that manage their own memory.
 //!
@@ -77,17 +77,14 @@ use plan::{Limits, Path, Plan};
 use resident::{Allocation, Counters};
 pub use resident::{ElementBinding, ResidentModel, ResidentPart, ResidentTensor, ServiceStats};
 
-pub use crate::gpu::shaders::wgsl_decode_source;
-pub use crate::select::Selection;
-
 use crate::gpu::{buffers, windows, DequantJob, EngineOptions, GpuEngine, GpuError};
-use crate::{Backend, DType, Error, Format, GgufFile, Result};
+use crate::{Backend, DType, Error, Format, GgufFile, Result, Selection};
 
 /// What the resident buffers hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Residency {
     /// The GGUF blocks exactly as in the file (for the caller's own decoding shaders; see
-    /// [`wgsl_decode_source`]), padded with zeros to a multiple of 4 bytes.
+    /// [`crate::gpu::shaders::wgsl_decode_source`]), padded with zeros to a multiple of 4 bytes.
     Raw,
     /// Values dequantised to this dtype, bit-exact with the CPU codecs.
     Dequantised(DType),

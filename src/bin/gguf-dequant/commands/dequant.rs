@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use gguf_dequant::dequant::{self, Decoder, DequantSummary};
-use gguf_dequant::gpu::loader::Selection;
 use gguf_dequant::gpu::{GpuEngine, GpuError};
 use gguf_dequant::output::OutputFormat;
+use gguf_dequant::Selection;
 use gguf_dequant::{Backend, DType, Error, GgufFile};
 use serde_json::json;
 

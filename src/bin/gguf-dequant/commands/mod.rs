@@ -11,8 +11,8 @@ mod verify;
 
 use anyhow::Result;
 use gguf_dequant::gguf::TensorInfo;
-use gguf_dequant::gpu::loader::Selection;
 use gguf_dequant::GgufFile;
+use gguf_dequant::Selection;
 
 use crate::args::Command;
 
