@@ -85,7 +85,7 @@ fn series(reports: &[(String, Report)]) -> Vec<Series<'_>> {
 }
 
 /// Draws GB/s per format, one bar per adapter (and per report's CPU codecs on all threads), with
-/// each adapter's buffer-copy roofline dashed and its shader-copy roofline dotted; one panel
+/// each adapter's buffer-copy roofline dashed and its shader-copy roofline solid; one panel
 /// per dtype, the legend beside them. SVG, text left to the viewer's fonts.
 pub fn write_svg(reports: &[(String, Report)], path: &Path) -> anyhow::Result<()> {
     draw(reports, path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
@@ -145,7 +145,7 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
             .caption(
                 format!(
                     "dequantisation to {dtype}: GB/s of (quantised in + {dtype} out), log scale; \
-                     dashed: buffer copy, dotted: shader copy of the same traffic"
+                     dashed: buffer copy, solid: shader copy of the same traffic"
                 ),
                 ("sans-serif", 15),
             )
@@ -181,15 +181,13 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
         for s in series.iter().filter(|s| !s.cpu) {
             for (i, &f) in formats.iter().enumerate() {
                 let Some(r) = s.row(f, dtype) else { continue };
-                for (v, dash, gap) in [(r.copy_gb_per_s, 8, 4), (r.shader_copy_gb_per_s, 2, 3)] {
-                    let Some(v) = v else { continue };
-                    let (x0, x1) = (i as f64 + 0.05, i as f64 + 0.95);
-                    chart.draw_series(DashedLineSeries::new(
-                        [(x0, v), (x1, v)],
-                        dash,
-                        gap,
-                        s.colour.stroke_width(2),
-                    ))?;
+                let (x0, x1) = (i as f64 + 0.05, i as f64 + 0.95);
+                let style = s.colour.stroke_width(2);
+                if let Some(v) = r.copy_gb_per_s {
+                    chart.draw_series(DashedLineSeries::new([(x0, v), (x1, v)], 8, 4, style))?;
+                }
+                if let Some(v) = r.shader_copy_gb_per_s {
+                    chart.draw_series(LineSeries::new([(x0, v), (x1, v)], style))?;
                 }
             }
         }
@@ -205,20 +203,21 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
         legend.draw(&Text::new(s.label.clone(), (34, y - 7), font.clone()))?;
         y += 20;
         if !s.cpu {
-            for (name, dash, gap) in [
-                ("buffer copy (copy_buffer_to_buffer)", 8, 4),
-                ("shader copy (streaming kernel)", 2, 3),
-            ] {
-                legend.draw(&DashedPathElement::new(
-                    vec![(10, y), (26, y)],
-                    dash,
-                    gap,
-                    s.colour.stroke_width(2),
-                ))?;
-                legend.draw(&Text::new(name, (34, y - 7), font.clone()))?;
-                y += 18;
-            }
-            y += 6;
+            let style = s.colour.stroke_width(2);
+            legend.draw(&DashedPathElement::new(vec![(10, y), (26, y)], 8, 4, style))?;
+            legend.draw(&Text::new(
+                "buffer copy (copy_buffer_to_buffer)",
+                (34, y - 7),
+                font.clone(),
+            ))?;
+            y += 18;
+            legend.draw(&PathElement::new(vec![(10, y), (26, y)], style))?;
+            legend.draw(&Text::new(
+                "shader copy (streaming kernel)",
+                (34, y - 7),
+                font.clone(),
+            ))?;
+            y += 24;
         }
     }
     root.present()?;
