@@ -7,7 +7,8 @@
 //! * **Data.** Each format gets [`BenchConfig::n_values`] values (the same count for every format
 //!   and dtype) of deterministic random blocks ([`crate::formats::sample::normal_blocks`]) whose scale fields are finite
 //!   and normal, so no decoder runs into Inf/NaN/subnormal arithmetic. The blocks are uploaded
-//!   once per adapter; the output buffer is GPU-resident and never read back.
+//!   once into each source buffer of the rotation (below); the outputs are GPU-resident and
+//!   never read back.
 //! * **GPU time.** Each timed run is one command buffer that records the dequantisation of the
 //!   whole tensor once per buffer pair of the rotation (below), measured by
 //!   [`GpuTimer`](crate::gpu::timing::GpuTimer): GPU timestamp queries written around the
