@@ -1,19 +1,27 @@
 //! The cross-vendor benchmark behind `gguf-dequant bench`: GPU dequantisation throughput per
-//! adapter × format × output dtype, next to a buffer copy of the same traffic on the same adapter
-//! (the roofline) and the CPU codecs on the same data.
+//! adapter × format × output dtype, next to two rooflines of the same traffic on the same adapter
+//! (a buffer copy and a shader copy) and the CPU codecs on the same data.
 //!
 //! # What is measured, and how
 //!
 //! * **Data.** Each format gets [`BenchConfig::n_values`] values (the same count for every format
 //!   and dtype) of deterministic random blocks ([`crate::formats::sample::normal_blocks`]) whose scale fields are finite
 //!   and normal, so no decoder runs into Inf/NaN/subnormal arithmetic. The blocks are uploaded
-//!   once per adapter; the output buffer is GPU-resident and never read back.
-//! * **GPU time.** One [`GpuEngine::record`](crate::gpu::GpuEngine::record) of the whole tensor
-//!   per run, measured by [`GpuTimer`](crate::gpu::timing::GpuTimer): GPU timestamp queries
-//!   written around the recorded work when the adapter has them (`timing: "timestamp"`), else
-//!   the wall clock around submit-and-wait (`"wall"`, which also counts submission and
-//!   synchronisation). Recording is never timed. The figure is the median of
-//!   [`BenchConfig::runs`] (at least 5) runs after [`BenchConfig::warmup`] warm-up runs.
+//!   once into each source buffer of the rotation (below); the outputs are GPU-resident and
+//!   never read back.
+//! * **GPU time.** Each timed run is one command buffer that records the dequantisation of the
+//!   whole tensor once per buffer pair of the rotation (below), measured by
+//!   [`GpuTimer`](crate::gpu::timing::GpuTimer): GPU timestamp queries written around the
+//!   recorded work when the adapter has them (`timing: "timestamp"`), else the wall clock around
+//!   submit-and-wait (`"wall"`, which also counts submission and synchronisation). Recording is
+//!   never timed. `seconds` is the median of [`BenchConfig::runs`] (at least 5) timed runs after
+//!   [`BenchConfig::warmup`] warm-up runs, divided by the number of pairs.
+//! * **Rotation.** So that the adapter's caches cannot hold what a run reads, each timed run goes
+//!   through `pairs` distinct source/output buffer pairs, each holding the same blocks: the
+//!   fewest with `pairs × traffic ≥ target`, the target 1 GiB on a discrete GPU and 256 MiB on
+//!   any other adapter ([`rotation::target_for`]; [`BenchConfig::rotation_target`] overrides it),
+//!   at most [`rotation::MAX_PAIRS`] and at most [`rotation::HOST_CAP`] bytes of buffers alive
+//!   ([`rotation::plan_rotation`]). The copy and the shader copy rotate through as many pairs.
 //! * **Traffic.** `bytes_in` = the quantised blocks read, `bytes_out` = the values written
 //!   (`n_values × dtype size`). Effective bandwidth `gb_per_s` = `(bytes_in + bytes_out) / seconds`
 //!   / 10⁹.
@@ -23,6 +31,14 @@
 //!   dequantisation, and `copy_gb_per_s` = `2 × copy_bytes / copy_seconds` / 10⁹ counts read +
 //!   written bytes exactly like `gb_per_s`. `ratio_to_copy` = `gb_per_s / copy_gb_per_s`: 1.0
 //!   means the shader moves its bytes as fast as the adapter copies memory.
+//! * **Shader-copy roofline.** On a software adapter a buffer copy is a `memcpy`, 20–100× faster
+//!   than any shader there, so the same run also times
+//!   [`ShaderCopy`](crate::gpu::roofline::ShaderCopy): a WGSL streaming kernel that reads the
+//!   quantised bytes and writes the output bytes with the dequantisers' vec4 stores, workgroups,
+//!   grid and windows, and decodes nothing (its output is checked on every adapter before the
+//!   run). `shader_copy_gb_per_s` = `shader_copy_bytes / shader_copy_seconds` / 10⁹, and
+//!   `ratio_to_shader_copy` = `gb_per_s / shader_copy_gb_per_s`: the cost of decoding over
+//!   moving the bytes. On a discrete GPU both rooflines should agree.
 //! * **CPU.** [`crate::cpu::dequant_to_bytes_with`] on the same blocks into the same dtype, one
 //!   thread (`cpu_1t_gb_per_s`) and rayon's pool on every core (`cpu_mt_gb_per_s`), with the same
 //!   traffic definition, median of the same number of runs. The CPU figures do not depend on the
@@ -35,6 +51,7 @@
 //! A [`BenchReport`] is plain data: the command line renders it as a table, JSON or an SVG chart.
 
 mod measure;
+pub mod rotation;
 pub use measure::*;
 
 /// Values in `mib` MiB of f32, rounded up to a multiple of 256 (at least 256).

@@ -3,10 +3,12 @@
 
 use std::time::Instant;
 
+use super::rotation::{self, plan_rotation, Rotation, HOST_CAP};
 use super::values_for_mib;
 use crate::formats::sample::normal_blocks;
+use crate::gpu::roofline::{self, ShaderCopy, StreamJob};
 use crate::gpu::timing::{GpuTimer, Timing};
-use crate::gpu::{buffers, compute_adapters, windows, DequantJob, EngineOptions, GpuEngine};
+use crate::gpu::{buffers, compute_adapters, DequantJob, EngineOptions, GpuEngine};
 use crate::{cpu, Backend, DType, Format, Result};
 
 /// Default number of timed runs per measurement.
@@ -29,12 +31,15 @@ pub struct BenchConfig {
     pub warmup: usize,
     /// Measure the CPU codecs too.
     pub cpu: bool,
+    /// Traffic one timed run rotates through on every adapter; `None`: by device type
+    /// ([`rotation::target_for`]).
+    pub rotation_target: Option<u64>,
 }
 
 impl BenchConfig {
     /// `formats` × `dtypes` with `mib` MiB of f32 output per format (`mib × 2¹⁸` values, rounded
     /// up to a multiple of 256 so that every format decodes the same count), [`DEFAULT_RUNS`]
-    /// runs after one warm-up, CPU figures included.
+    /// runs after one warm-up, CPU figures included, the rotation target by device type.
     pub fn new(formats: Vec<Format>, dtypes: Vec<DType>, mib: f64) -> BenchConfig {
         BenchConfig {
             formats,
@@ -43,23 +48,27 @@ impl BenchConfig {
             runs: DEFAULT_RUNS,
             warmup: 1,
             cpu: true,
+            rotation_target: None,
         }
     }
 }
 
 /// An adapter opened for benchmarking: an engine on its own device (with timestamp queries when
-/// the adapter has them) and a timer.
+/// the adapter has them), a timer and the shader-copy roofline.
 #[derive(Debug)]
 pub struct BenchAdapter {
     /// The engine.
     pub engine: GpuEngine,
     /// Its timer.
     pub timer: GpuTimer,
+    /// The streaming kernel, compiled and checked on this adapter.
+    pub shader_copy: ShaderCopy,
 }
 
 impl BenchAdapter {
     /// Opens every compute adapter of `backend` (`all`), or the best one; `wall` times with the
-    /// wall clock even where the adapter has timestamp queries.
+    /// wall clock even where the adapter has timestamp queries. The shader copy is compiled and
+    /// its output checked word for word on each ([`ShaderCopy::check`]).
     pub fn open(backend: Backend, all: bool, wall: bool) -> Result<Vec<BenchAdapter>> {
         let mut adapters = compute_adapters(backend)?;
         if !all {
@@ -74,13 +83,26 @@ impl BenchAdapter {
                 } else {
                     GpuTimer::new(&engine)?
                 };
-                Ok(BenchAdapter { engine, timer })
+                let shader_copy = ShaderCopy::new(&engine)?;
+                shader_copy.check(&engine)?;
+                Ok(BenchAdapter {
+                    engine,
+                    timer,
+                    shader_copy,
+                })
             })
             .collect()
     }
 
-    /// The adapter as it appears in the report.
-    pub fn report(&self) -> AdapterReport {
+    /// The traffic target of one timed run here: `config`'s, else by device type.
+    pub fn rotation_target(&self, config: &BenchConfig) -> u64 {
+        config
+            .rotation_target
+            .unwrap_or_else(|| rotation::target_for(self.engine.adapter_info().device_type))
+    }
+
+    /// The adapter as it appears in the report of a run of `config`.
+    pub fn report(&self, config: &BenchConfig) -> AdapterReport {
         let info = self.engine.adapter_info();
         AdapterReport {
             name: info.name.clone(),
@@ -90,6 +112,7 @@ impl BenchAdapter {
                 .trim()
                 .to_string(),
             timing: self.timer.timing(),
+            rotation_target: self.rotation_target(config),
         }
     }
 }
@@ -107,6 +130,8 @@ pub struct AdapterReport {
     pub driver: String,
     /// How its GPU times were measured.
     pub timing: Timing,
+    /// Traffic each timed run aimed to rotate through ([`Rotation::target_bytes`]).
+    pub rotation_target: u64,
 }
 
 /// One (adapter, format, dtype) row.
@@ -135,13 +160,20 @@ pub struct BenchResult {
 /// The GPU side of a [`BenchResult`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GpuFigures {
-    /// Median seconds of one dequantisation.
+    /// Median seconds of one dequantisation (a timed run's time ÷ [`Rotation::pairs`]).
     pub seconds: f64,
     /// Bytes the copy read (and wrote): `(bytes_in + bytes_out) / 2`, rounded up to 4.
     pub copy_bytes: u64,
-    /// Median seconds of the copy.
+    /// Median seconds of one copy.
     pub copy_seconds: f64,
-    /// How both were measured.
+    /// Bytes the shader copy read plus wrote: `bytes_in` and `bytes_out` of each window rounded
+    /// up to 16.
+    pub shader_copy_bytes: u64,
+    /// Median seconds of one shader copy.
+    pub shader_copy_seconds: f64,
+    /// What each timed run (of all three) rotated through.
+    pub rotation: Rotation,
+    /// How all three were measured.
     pub timing: Timing,
 }
 
@@ -161,6 +193,17 @@ impl BenchResult {
     pub fn ratio_to_copy(&self) -> Option<f64> {
         Some(self.gb_per_s()? / self.copy_gb_per_s()?)
     }
+
+    /// `shader_copy_bytes / shader_copy_seconds` in GB/s.
+    pub fn shader_copy_gb_per_s(&self) -> Option<f64> {
+        self.gpu
+            .map(|g| gbps(g.shader_copy_bytes, g.shader_copy_seconds))
+    }
+
+    /// [`BenchResult::gb_per_s`] ÷ [`BenchResult::shader_copy_gb_per_s`].
+    pub fn ratio_to_shader_copy(&self) -> Option<f64> {
+        Some(self.gb_per_s()? / self.shader_copy_gb_per_s()?)
+    }
 }
 
 fn gbps(bytes: u64, seconds: f64) -> f64 {
@@ -176,6 +219,8 @@ pub struct BenchReport {
     pub results: Vec<BenchResult>,
     /// Timed runs per measurement.
     pub runs: usize,
+    /// Untimed runs before them.
+    pub warmup: usize,
     /// Threads of the CPU "all threads" figure.
     pub cpu_threads: usize,
 }
@@ -255,7 +300,8 @@ pub fn run(
             let src = normal_blocks(format, n_blocks as usize, 1);
             for &dtype in &config.dtypes {
                 step(format!("{format} {dtype} on {label}"));
-                let gpu = time_gpu(adapter, format, dtype, &src, config.warmup, runs)?;
+                let target = adapter.rotation_target(config);
+                let gpu = time_gpu(adapter, format, dtype, &src, target, config.warmup, runs)?;
                 let (cpu_1t, cpu_mt) = cpu_of(format, dtype);
                 results.push(BenchResult {
                     adapter: Some(index),
@@ -288,9 +334,10 @@ pub fn run(
         }
     }
     Ok(BenchReport {
-        adapters: adapters.iter().map(BenchAdapter::report).collect(),
+        adapters: adapters.iter().map(|a| a.report(config)).collect(),
         results,
         runs,
+        warmup: config.warmup,
         cpu_threads: rayon::current_num_threads(),
     })
 }
@@ -333,96 +380,182 @@ fn time_cpu(
     Ok(median(times))
 }
 
-/// One dequantisation, GPU-resident: the raw blocks uploaded once, the output buffer allocated
-/// once, each [`GpuCase::run`] one timed [`GpuEngine::record`] of the whole tensor.
+/// One dequantisation, GPU-resident over [`GpuCase::pairs`] distinct source/output buffer pairs
+/// (the raw blocks uploaded once into each source, the outputs allocated once): each
+/// [`GpuCase::run`] is one timed command buffer that decodes the whole tensor once per pair, and
+/// [`GpuCase::run_shader_copy`] the same for the shader-copy roofline on the same buffers.
 pub struct GpuCase<'a> {
     adapter: &'a BenchAdapter,
     format: Format,
     dtype: DType,
     n_blocks: u64,
-    src: wgpu::Buffer,
-    dst: wgpu::Buffer,
+    pairs: Vec<(wgpu::Buffer, wgpu::Buffer)>,
 }
 
 impl<'a> GpuCase<'a> {
-    /// Uploads `blocks` (whole blocks of `format`) to `adapter` and compiles the pipeline.
+    /// Uploads `blocks` (whole blocks of `format`) to `adapter` once and compiles the pipeline.
     pub fn new(
         adapter: &'a BenchAdapter,
         format: Format,
         dtype: DType,
         blocks: &[u8],
     ) -> Result<GpuCase<'a>> {
+        GpuCase::rotating(adapter, format, dtype, blocks, 1)
+    }
+
+    /// [`GpuCase::new`] over `pairs` (at least 1) distinct buffer pairs, each holding `blocks`.
+    pub fn rotating(
+        adapter: &'a BenchAdapter,
+        format: Format,
+        dtype: DType,
+        blocks: &[u8],
+        pairs: u64,
+    ) -> Result<GpuCase<'a>> {
         let engine = &adapter.engine;
         engine.prepare(format, dtype)?;
         let n_blocks = cpu::n_values(format, blocks.len())? as u64 / format.block_elems() as u64;
-        let (src_len, dst_len) = windows::padded(format, n_blocks, dtype.size() as u64);
+        let (src_len, dst_len) = roofline::buffer_sizes(format, dtype, n_blocks);
         let storage = wgpu::BufferUsages::STORAGE;
+        let device = engine.device();
+        let pairs = (0..pairs.max(1))
+            .map(|_| {
+                Ok((
+                    buffers::upload_sized(device, "bench source", blocks, src_len, storage)?,
+                    buffers::upload_sized(device, "bench output", &[], dst_len, storage)?,
+                ))
+            })
+            .collect::<Result<_>>()?;
         Ok(GpuCase {
             adapter,
             format,
             dtype,
             n_blocks,
-            src: buffers::upload_sized(engine.device(), "bench source", blocks, src_len, storage)?,
-            dst: buffers::upload_sized(engine.device(), "bench output", &[], dst_len, storage)?,
+            pairs,
         })
     }
 
-    /// Quantised bytes read plus output bytes written by one run.
+    /// Distinct buffer pairs one run goes through.
+    pub fn pairs(&self) -> u64 {
+        self.pairs.len() as u64
+    }
+
+    /// Quantised bytes read plus output bytes written by one dequantisation.
     pub fn traffic(&self) -> u64 {
         self.n_blocks
             * (self.format.block_bytes() + self.format.block_elems() * self.dtype.size()) as u64
     }
 
-    /// One timed dequantisation: seconds, and how they were measured.
+    /// One timed run (one dequantisation per pair): seconds per dequantisation, and how they
+    /// were measured.
     pub fn run(&self) -> Result<(f64, Timing)> {
         let engine = &self.adapter.engine;
-        let job = DequantJob {
+        let (seconds, timing) = self.adapter.timer.time(engine, |encoder| {
+            for (src, dst) in &self.pairs {
+                let job = DequantJob {
+                    format: self.format,
+                    dtype: self.dtype,
+                    src,
+                    src_offset: 0,
+                    n_blocks: self.n_blocks,
+                    dst,
+                    dst_offset: 0,
+                };
+                engine.record(encoder, &job)?;
+            }
+            Ok(())
+        })?;
+        Ok((seconds / self.pairs() as f64, timing))
+    }
+
+    /// One timed run of the shader-copy roofline with this case's traffic shape, one per pair:
+    /// seconds per copy, and how they were measured.
+    pub fn run_shader_copy(&self) -> Result<(f64, Timing)> {
+        let engine = &self.adapter.engine;
+        let (seconds, timing) = self.adapter.timer.time(engine, |encoder| {
+            for (src, dst) in &self.pairs {
+                self.adapter
+                    .shader_copy
+                    .record(engine, encoder, &self.stream_job(src, dst))?;
+            }
+            Ok(())
+        })?;
+        Ok((seconds / self.pairs() as f64, timing))
+    }
+
+    /// Bytes one shader copy reads plus writes: [`GpuCase::traffic`] with each window's input
+    /// and output rounded up to 16 bytes.
+    pub fn shader_copy_traffic(&self) -> Result<u64> {
+        let engine = &self.adapter.engine;
+        let windows = roofline::stream_windows(
+            self.format,
+            self.dtype,
+            self.n_blocks,
+            engine.max_binding_size(),
+            engine.offset_alignment(),
+        )?;
+        Ok(windows.iter().map(roofline::StreamWindow::traffic).sum())
+    }
+
+    fn stream_job<'b>(&self, src: &'b wgpu::Buffer, dst: &'b wgpu::Buffer) -> StreamJob<'b> {
+        StreamJob {
             format: self.format,
             dtype: self.dtype,
-            src: &self.src,
-            src_offset: 0,
             n_blocks: self.n_blocks,
-            dst: &self.dst,
-            dst_offset: 0,
-        };
-        self.adapter
-            .timer
-            .time(engine, |encoder| engine.record(encoder, &job))
+            src,
+            dst,
+        }
     }
 }
 
-/// A `copy_buffer_to_buffer` of `bytes` bytes between two buffers of one adapter.
+/// `copy_buffer_to_buffer` of `bytes` bytes over distinct buffer pairs of one adapter (one, or
+/// as many as [`CopyCase::rotating`] is given): each [`CopyCase::run`] copies once per pair.
 pub struct CopyCase<'a> {
     adapter: &'a BenchAdapter,
     bytes: u64,
-    src: wgpu::Buffer,
-    dst: wgpu::Buffer,
+    pairs: Vec<(wgpu::Buffer, wgpu::Buffer)>,
 }
 
 impl<'a> CopyCase<'a> {
     /// Buffers for a copy of `bytes` (rounded up to 4) bytes; the source starts with `fill`, then
     /// zeros.
     pub fn new(adapter: &'a BenchAdapter, bytes: u64, fill: &[u8]) -> Result<CopyCase<'a>> {
-        let bytes = bytes.max(4).div_ceil(4) * 4;
-        let engine = &adapter.engine;
+        CopyCase::rotating(adapter, bytes, fill, 1)
+    }
+
+    /// [`CopyCase::new`] over `pairs` (at least 1) distinct buffer pairs.
+    pub fn rotating(
+        adapter: &'a BenchAdapter,
+        bytes: u64,
+        fill: &[u8],
+        pairs: u64,
+    ) -> Result<CopyCase<'a>> {
+        let bytes = copy_bytes(bytes);
+        let device = adapter.engine.device();
         let fill = &fill[..fill.len().min(bytes as usize)];
+        let pairs = (0..pairs.max(1))
+            .map(|_| {
+                Ok((
+                    buffers::upload_sized(
+                        device,
+                        "bench copy source",
+                        fill,
+                        bytes,
+                        wgpu::BufferUsages::COPY_SRC,
+                    )?,
+                    buffers::upload_sized(
+                        device,
+                        "bench copy destination",
+                        &[],
+                        bytes,
+                        wgpu::BufferUsages::COPY_DST,
+                    )?,
+                ))
+            })
+            .collect::<Result<_>>()?;
         Ok(CopyCase {
             adapter,
             bytes,
-            src: buffers::upload_sized(
-                engine.device(),
-                "bench copy source",
-                fill,
-                bytes,
-                wgpu::BufferUsages::COPY_SRC,
-            )?,
-            dst: buffers::upload_sized(
-                engine.device(),
-                "bench copy destination",
-                &[],
-                bytes,
-                wgpu::BufferUsages::COPY_DST,
-            )?,
+            pairs,
         })
     }
 
@@ -431,13 +564,21 @@ impl<'a> CopyCase<'a> {
         self.bytes
     }
 
-    /// One timed copy.
+    /// One timed run (one copy per pair): seconds per copy.
     pub fn run(&self) -> Result<(f64, Timing)> {
-        self.adapter.timer.time(&self.adapter.engine, |encoder| {
-            encoder.copy_buffer_to_buffer(&self.src, 0, &self.dst, 0, self.bytes);
+        let (seconds, timing) = self.adapter.timer.time(&self.adapter.engine, |encoder| {
+            for (src, dst) in &self.pairs {
+                roofline::record_copy(encoder, src, dst, self.bytes);
+            }
             Ok(())
-        })
+        })?;
+        Ok((seconds / self.pairs.len() as f64, timing))
     }
+}
+
+/// `bytes` rounded up to a multiple of 4 (at least 4): what a copy of `bytes` moves.
+fn copy_bytes(bytes: u64) -> u64 {
+    bytes.max(4).div_ceil(4) * 4
 }
 
 /// Median seconds of `runs` runs of `f` after `warmup` untimed ones, and how they were timed.
@@ -458,26 +599,39 @@ fn median_of(
     Ok((median(times), how))
 }
 
-/// GPU time of `format` → `dtype` on `adapter`, and of the matching copy.
+/// GPU time of `format` → `dtype` on `adapter`, of the shader copy with its traffic shape and of
+/// the buffer copy of the same traffic, each timed run rotating through enough buffer pairs to
+/// move `target` bytes.
 fn time_gpu(
     adapter: &BenchAdapter,
     format: Format,
     dtype: DType,
     src: &[u8],
+    target: u64,
     warmup: usize,
     runs: usize,
 ) -> Result<GpuFigures> {
-    let (seconds, timing) = {
-        let case = GpuCase::new(adapter, format, dtype, src)?;
-        median_of(warmup, runs, || case.run())?
+    let n_blocks = cpu::n_values(format, src.len())? as u64 / format.block_elems() as u64;
+    let traffic = src.len() as u64 + n_blocks * (format.block_elems() * dtype.size()) as u64;
+    let copy_bytes = copy_bytes(traffic.div_ceil(2));
+    let (src_len, dst_len) = roofline::buffer_sizes(format, dtype, n_blocks);
+    let pair_bytes = (src_len + dst_len).max(2 * copy_bytes);
+    let rotation = plan_rotation(traffic, pair_bytes, target, HOST_CAP);
+    let (seconds, shader_copy_seconds, shader_copy_bytes, timing) = {
+        let case = GpuCase::rotating(adapter, format, dtype, src, rotation.pairs)?;
+        let (seconds, timing) = median_of(warmup, runs, || case.run())?;
+        let (shader, _) = median_of(warmup, runs, || case.run_shader_copy())?;
+        (seconds, shader, case.shader_copy_traffic()?, timing)
     };
-    let bytes_out = cpu::n_values(format, src.len())? as u64 * dtype.size() as u64;
-    let copy = CopyCase::new(adapter, (src.len() as u64 + bytes_out).div_ceil(2), src)?;
+    let copy = CopyCase::rotating(adapter, copy_bytes, src, rotation.pairs)?;
     let (copy_seconds, _) = median_of(warmup, runs, || copy.run())?;
     Ok(GpuFigures {
         seconds,
-        copy_bytes: copy.bytes(),
+        copy_bytes,
         copy_seconds,
+        shader_copy_bytes,
+        shader_copy_seconds,
+        rotation,
         timing,
     })
 }

@@ -36,6 +36,7 @@ pub mod device;
 mod error;
 pub mod loader;
 pub mod pipelines;
+pub mod roofline;
 pub mod shaders;
 pub mod tables;
 pub mod timing;

@@ -1,14 +1,23 @@
 //! `gguf-dequant bench` as a user runs it, on lavapipe Vulkan and llvmpipe GL: a complete,
-//! well-formed JSON report for every format with a shader, and a valid SVG chart. Structure and
-//! positivity only: speed is never asserted. No silent skips with `CI=true`.
+//! well-formed JSON report (schema 2) for every format with a shader whose figures agree with
+//! each other (ratios = GB/s ÷ each roofline, the rotation rule), a valid SVG chart, and
+//! `--compare` of two reports. Structure and consistency only: speed is never asserted. A bench
+//! run also checks the shader-copy kernel's output word for word on each adapter before timing,
+//! so every successful run here is that check passing on lavapipe and GL. No silent skips with
+//! `CI=true`.
 
-use gguf_dequant::bench;
+use std::path::Path;
+
+use gguf_dequant::bench::{self, rotation};
 use gguf_dequant::Format;
 use serde_json::Value as Json;
 
 use crate::support::cli::{have, run, text};
 
 const BACKENDS: [&str; 2] = ["vulkan", "gl"];
+
+/// The rotation target the tests ask for (MiB), to stay fast.
+const ROTATE_MIB: &str = "1";
 
 fn positive(v: &Json, key: &str, row: &Json) -> f64 {
     let x = v[key]
@@ -18,8 +27,110 @@ fn positive(v: &Json, key: &str, row: &Json) -> f64 {
     x
 }
 
-/// Checks a report made with `--dtype both` for every shader format on one adapter of `backend`.
-fn check_report(json: &Json, backend: &str) {
+fn close(a: f64, b: f64, what: &str, row: &Json) {
+    assert!(
+        (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
+        "{what}: {a} vs {b} in {row}"
+    );
+}
+
+fn u(v: &Json, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing or not an integer in {v}"))
+}
+
+/// The report's own fields: schema, tool, version, date (UTC, RFC 3339), host, sizes.
+fn check_header(json: &Json) {
+    assert_eq!(json["schema"], 2, "{json}");
+    assert_eq!(json["tool"], "gguf-dequant");
+    assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+    let date = json["date"].as_str().expect("date");
+    let b = date.as_bytes();
+    assert!(
+        date.len() == 20 && b[4] == b'-' && b[10] == b'T' && b[13] == b':' && date.ends_with('Z'),
+        "RFC 3339 UTC: {date}"
+    );
+    assert!(json["host"].is_string() || json["host"].is_null());
+    for key in ["n_values", "runs", "warmup", "cpu_threads"] {
+        assert!(json[key].is_u64(), "{key}: {json}");
+    }
+}
+
+/// Checks one GPU row: sizes, each figure against its definition, and the rotation rule.
+fn check_gpu_row(r: &Json, f: Format, target: u64) {
+    let n = u(r, "n_values");
+    assert!(n > 0 && n.is_multiple_of(256), "{r}");
+    let size = match r["dtype"].as_str().unwrap() {
+        "f32" => 4,
+        _ => 2,
+    };
+    let (bytes_in, bytes_out) = (u(r, "bytes_in"), u(r, "bytes_out"));
+    assert_eq!(bytes_out, n * size, "{r}");
+    assert_eq!(
+        bytes_in,
+        n / f.block_elems() as u64 * f.block_bytes() as u64,
+        "{r}"
+    );
+    let traffic = bytes_in + bytes_out;
+    assert!(r["timing"] == "timestamp" || r["timing"] == "wall", "{r}");
+    let secs = positive(r, "seconds", r);
+    let gbps = positive(r, "gb_per_s", r);
+    close(gbps, traffic as f64 / secs / 1e9, "gb_per_s", r);
+    // Buffer copy: (in + out) / 2 bytes read and written.
+    let copy_bytes = u(r, "copy_bytes");
+    assert_eq!(copy_bytes, traffic.div_ceil(2).div_ceil(4) * 4, "{r}");
+    let copy = positive(r, "copy_gb_per_s", r);
+    close(
+        copy,
+        2.0 * copy_bytes as f64 / positive(r, "copy_seconds", r) / 1e9,
+        "copy",
+        r,
+    );
+    close(
+        positive(r, "ratio_to_copy", r),
+        gbps / copy,
+        "ratio_to_copy",
+        r,
+    );
+    // Shader copy: the same traffic, each window's input and output rounded up to 16 bytes.
+    let shader_bytes = u(r, "shader_copy_bytes");
+    assert!(
+        shader_bytes >= traffic && shader_bytes < traffic + 32 * 8,
+        "{r}"
+    );
+    let shader = positive(r, "shader_copy_gb_per_s", r);
+    let shader_secs = positive(r, "shader_copy_seconds", r);
+    close(
+        shader,
+        shader_bytes as f64 / shader_secs / 1e9,
+        "shader copy",
+        r,
+    );
+    close(
+        positive(r, "ratio_to_shader_copy", r),
+        gbps / shader,
+        "ratio_to_shader_copy",
+        r,
+    );
+    // Rotation: the fewest pairs that reach the target (or the cap), and what a run moved.
+    let pairs = u(r, "rotation_pairs");
+    assert!(pairs >= 1, "{r}");
+    assert_eq!(u(r, "rotation_bytes_per_run"), pairs * traffic, "{r}");
+    assert!(
+        pairs * traffic >= target || pairs == rotation::MAX_PAIRS,
+        "too few pairs: {r}"
+    );
+    assert!(
+        pairs == 1 || (pairs - 1) * traffic < target,
+        "too many pairs: {r}"
+    );
+}
+
+/// Checks a report made with `--dtype both` for every shader format on one adapter of `backend`
+/// with a rotation target of `target` bytes.
+fn check_report(json: &Json, backend: &str, target: u64) {
+    check_header(json);
     let adapters = json["adapters"].as_array().unwrap();
     assert_eq!(adapters.len(), 1, "{json}");
     let a = &adapters[0];
@@ -27,6 +138,7 @@ fn check_report(json: &Json, backend: &str) {
         assert!(a[key].is_string(), "adapter field {key}: {a}");
     }
     assert_eq!(a["backend"], backend);
+    assert_eq!(u(a, "rotation_target_bytes"), target, "{a}");
     let results = json["results"].as_array().unwrap();
     let shaders: Vec<Format> = gguf_dequant::formats::WITH_SHADER.to_vec();
     assert_eq!(
@@ -42,27 +154,48 @@ fn check_report(json: &Json, backend: &str) {
                 .unwrap_or_else(|| panic!("no row for {f} {dtype}"));
             assert_eq!(r["adapter"], 0, "{r}");
             assert_eq!(r["backend"], backend, "{r}");
-            assert!(r["timing"] == "timestamp" || r["timing"] == "wall", "{r}");
-            let n = r["n_values"].as_u64().unwrap();
-            assert!(n > 0 && n % 256 == 0, "{r}");
-            let size = if dtype == "f32" { 4 } else { 2 };
-            assert_eq!(r["bytes_out"].as_u64().unwrap(), n * size, "{r}");
-            assert_eq!(
-                r["bytes_in"].as_u64().unwrap(),
-                n / f.block_elems() as u64 * f.block_bytes() as u64,
-                "{r}"
-            );
-            let secs = positive(r, "seconds", r);
-            let gbps = positive(r, "gb_per_s", r);
-            let bytes = (r["bytes_in"].as_u64().unwrap() + r["bytes_out"].as_u64().unwrap()) as f64;
-            assert!((gbps - bytes / secs / 1e9).abs() <= 1e-6 * gbps, "{r}");
-            let copy = positive(r, "copy_gb_per_s", r);
-            let ratio = positive(r, "ratio_to_copy", r);
-            assert!((ratio - gbps / copy).abs() <= 1e-6 * ratio, "{r}");
+            check_gpu_row(r, *f, target);
             positive(r, "cpu_1t_gb_per_s", r);
             positive(r, "cpu_mt_gb_per_s", r);
         }
     }
+    // The adapter's rooflines are the medians of its rows.
+    for (key, row_key) in [
+        ("copy_gb_per_s", "copy_gb_per_s"),
+        ("shader_copy_gb_per_s", "shader_copy_gb_per_s"),
+    ] {
+        let mut v: Vec<f64> = results
+            .iter()
+            .map(|r| r[row_key].as_f64().unwrap())
+            .collect();
+        v.sort_by(f64::total_cmp);
+        let median = (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0;
+        close(positive(a, key, a), median, key, a);
+    }
+}
+
+/// A bench run on `backend` into `path` (`extra` appended); panics with its output on failure.
+fn bench_into(backend: &str, path: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
+        "bench",
+        "--backend",
+        backend,
+        "--mib",
+        "0.0625",
+        "--rotate-mib",
+        ROTATE_MIB,
+        "--json",
+        path.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert!(
+        o.status.success(),
+        "{backend}: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    text(&o.stdout)
 }
 
 #[test]
@@ -74,28 +207,19 @@ fn bench_json_on_both_software_adapters() {
             continue;
         }
         let path = dir.path().join(format!("{backend}.json"));
-        let o = run(&[
-            "bench",
-            "--backend",
-            backend,
-            "--mib",
-            "0.0625",
-            "--json",
-            path.to_str().unwrap(),
-        ]);
-        assert!(
-            o.status.success(),
-            "{backend}: {}{}",
-            text(&o.stdout),
-            text(&o.stderr)
-        );
+        let out = bench_into(backend, &path, &[]);
         let json: Json = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        check_report(&json, backend);
-        // The table names the adapter and every format.
-        let out = text(&o.stdout);
+        check_report(&json, backend, 1 << 20);
+        // The table names the adapter, every format, both rooflines and the rotation.
         assert!(out.starts_with("adapter 0: "), "{out}");
         for &f in gguf_dequant::formats::WITH_SHADER {
             assert!(out.contains(f.name()), "{f} missing from the table:\n{out}");
+        }
+        for line in [
+            "rooflines of adapter 0: copy_buffer_to_buffer ",
+            "rotation on adapter 0: ",
+        ] {
+            assert!(out.contains(line), "{line} missing from the table:\n{out}");
         }
     }
 }
@@ -115,6 +239,8 @@ fn bench_svg_and_json_to_stdout() {
             backend,
             "--mib",
             "0.0625",
+            "--rotate-mib",
+            ROTATE_MIB,
             "--types",
             "q4_0,Q8_0,f16,I32",
             "--dtype",
@@ -128,15 +254,24 @@ fn bench_svg_and_json_to_stdout() {
         ]);
         assert!(o.status.success(), "{backend}: {}", text(&o.stderr));
         let json: Json = serde_json::from_slice(&o.stdout).unwrap();
+        check_header(&json);
         let results = json["results"].as_array().unwrap();
         assert_eq!(results.len(), 4, "{json}");
         // I32 has no shader: CPU figures only.
         let k = results.iter().find(|r| r["type"] == "I32").unwrap();
-        assert!(k["adapter"].is_null() && k["gb_per_s"].is_null() && k["timing"].is_null());
+        for key in [
+            "adapter",
+            "gb_per_s",
+            "timing",
+            "shader_copy_gb_per_s",
+            "rotation_pairs",
+        ] {
+            assert!(k[key].is_null(), "{key}: {k}");
+        }
         positive(k, "cpu_1t_gb_per_s", k);
         for r in results.iter().filter(|r| r["type"] != "I32") {
-            positive(r, "gb_per_s", r);
-            positive(r, "copy_gb_per_s", r);
+            let f = Format::from_name(r["type"].as_str().unwrap()).unwrap();
+            check_gpu_row(r, f, 1 << 20);
         }
         let s = std::fs::read_to_string(&svg).unwrap();
         assert!(
@@ -145,11 +280,143 @@ fn bench_svg_and_json_to_stdout() {
             &s[..s.len().min(200)]
         );
         assert!(s.trim_end().ends_with("</svg>"));
-        for name in ["Q4_0", "Q8_0", "F16", "copy", "GB/s"] {
+        for name in ["Q4_0", "Q8_0", "F16", "buffer copy", "shader copy", "GB/s"] {
             assert!(s.contains(name), "{name} missing from the SVG");
         }
         assert!(!s.contains("I32"), "CPU-only formats are not drawn");
     }
+}
+
+/// Two reports (lavapipe and GL where both exist, else two runs on one) merge into one table
+/// and one chart that name every adapter, without running anything.
+#[test]
+fn bench_compare_merges_reports() {
+    const TEST: &str = "bench_compare_merges_reports";
+    let dir = tempfile::tempdir().unwrap();
+    let backends: Vec<&str> = BACKENDS.into_iter().filter(|b| have(b, TEST)).collect();
+    let Some(&first) = backends.first() else {
+        return;
+    };
+    let second = backends.get(1).copied().unwrap_or(first);
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let types = ["--types", "Q4_0,Q4_K", "--dtype", "f16", "--no-cpu"];
+    bench_into(first, &a, &types);
+    bench_into(second, &b, &["--types", "Q4_0,Q8_0", "--dtype", "f16"]);
+    let svg = dir.path().join("both.svg");
+    let o = run(&[
+        "bench",
+        "--compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let report = |p: &Path| -> Json { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    let (ja, jb) = (report(&a), report(&b));
+    for (j, (json, file)) in [(&ja, &a), (&jb, &b)].into_iter().enumerate() {
+        let adapter = &json["adapters"][0];
+        let name = format!(
+            "A{j}: {} ({})",
+            adapter["name"].as_str().unwrap(),
+            adapter["backend"].as_str().unwrap()
+        );
+        assert!(out.contains(&name), "{name} missing:\n{out}");
+        assert!(out.contains(file.to_str().unwrap()), "{out}");
+        assert!(out.contains("shader copy"), "{out}");
+    }
+    // One line per (type, dtype) of either report, with both adapters' columns.
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("type "))
+        .expect("header");
+    assert!(
+        header.contains("A0 GB/s") && header.contains("A1 GB/s"),
+        "{header}"
+    );
+    for t in ["Q4_0", "Q4_K", "Q8_0"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{t:<8} f16")))
+            .unwrap_or_else(|| panic!("{t} missing:\n{out}"));
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells.len(), 2 + 3 * 2, "{line}");
+    }
+    // Q4_0 is in both: its figures are the reports' own.
+    let q4 = out.lines().find(|l| l.starts_with("Q4_0 ")).unwrap();
+    let gbps = |j: &Json| {
+        let r = j["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["type"] == "Q4_0")
+            .unwrap();
+        format!("{:.2}", r["gb_per_s"].as_f64().unwrap())
+    };
+    let cells: Vec<&str> = q4.split_whitespace().collect();
+    assert_eq!(
+        (cells[2], cells[5]),
+        (gbps(&ja).as_str(), gbps(&jb).as_str())
+    );
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.trim_end().ends_with("</svg>"));
+    for name in [
+        "Q4_0",
+        "Q4_K",
+        "Q8_0",
+        "llvmpipe",
+        "buffer copy",
+        "shader copy",
+    ] {
+        assert!(s.contains(name), "{name} missing from the SVG");
+    }
+}
+
+/// `--compare` of a file it cannot read is one `error:` line naming the file; it runs nothing.
+#[test]
+fn bench_compare_rejects_unreadable_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, body: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    };
+    let cases = [
+        (write("text.json", "not json at all\n"), "not a JSON file"),
+        (
+            write("old.json", r#"{"adapters": [], "results": [], "runs": 7}"#),
+            "no \"schema\" field",
+        ),
+        (write("future.json", r#"{"schema": 3}"#), "schema 3"),
+        (
+            write("partial.json", r#"{"schema": 2, "tool": "gguf-dequant"}"#),
+            "missing field",
+        ),
+        (dir.path().join("absent.json"), "absent.json"),
+    ];
+    for (path, why) in &cases {
+        let o = run(&["bench", "--compare", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{path:?}");
+        let err = text(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(err.starts_with("error: "), "{err}");
+        assert!(
+            err.contains(path.to_str().unwrap()),
+            "names the file: {err}"
+        );
+        assert!(err.contains(why), "{why}: {err}");
+        assert!(o.stdout.is_empty());
+    }
+    // Options of a run make no sense with --compare: a usage error.
+    let o = run(&[
+        "bench",
+        "--compare",
+        cases[0].0.to_str().unwrap(),
+        "--mib",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
@@ -159,6 +426,8 @@ fn bench_rejects_bad_arguments() {
         &["bench", "--dtype", "f64"][..],
         &["bench", "--mib", "0"][..],
         &["bench", "--runs", "3"][..],
+        &["bench", "--rotate-mib", "0"][..],
+        &["bench", "--compare"][..],
     ] {
         let o = run(args);
         assert!(!o.status.success(), "{args:?} should fail");
@@ -183,6 +452,7 @@ fn bench_cpu_only_needs_no_adapter() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let json: Json = serde_json::from_slice(&o.stdout).unwrap();
+    check_header(&json);
     assert_eq!(json["adapters"].as_array().unwrap().len(), 0);
     assert_eq!(json["results"].as_array().unwrap().len(), 2);
 }

@@ -36,8 +36,8 @@ pub enum Command {
     Convert(ConvertArgs),
     /// Dequantise tensors to .safetensors (any number), .npy or .bin (one tensor).
     Dequant(DequantArgs),
-    /// Benchmark GPU dequantisation per adapter, format and dtype against a buffer copy of the
-    /// same traffic and the CPU codecs.
+    /// Benchmark GPU dequantisation per adapter, format and dtype against two rooflines of the
+    /// same traffic (a buffer copy, a shader copy) and the CPU codecs, or compare earlier reports.
     Bench(BenchArgs),
 }
 
@@ -154,6 +154,12 @@ pub struct DequantArgs {
 /// `bench` options.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// Merge the JSON reports of earlier runs (several machines, schema 2) into one table (and
+    /// `--svg` chart) without running anything.
+    #[arg(long, value_name = "REPORT.json", num_args = 1.., conflicts_with_all = [
+        "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
+    ])]
+    pub compare: Vec<PathBuf>,
     /// Formats (ggml names, comma-separated), or `all` = every format with a GPU shader. A named
     /// format without a shader gets CPU figures only.
     #[arg(long, default_value = "all", value_name = "LIST|all")]
@@ -165,6 +171,10 @@ pub struct BenchArgs {
     /// and dtype decodes.
     #[arg(long, default_value_t = 16.0, value_name = "N")]
     pub mib: f64,
+    /// MiB of traffic each timed run rotates through (distinct buffer pairs) [default: 1024 on a
+    /// discrete GPU, 256 on other adapters].
+    #[arg(long, value_name = "N")]
+    pub rotate_mib: Option<f64>,
     /// Adapters: the best one, every one wgpu finds (`all`), or the best of one API [default: the
     /// one GGUF_DEQUANT_BACKEND names, else auto].
     #[arg(long, value_parser = backend::parser(ADAPTERS))]
@@ -181,7 +191,7 @@ pub struct BenchArgs {
     /// Write the JSON report to PATH (`-`: stdout, instead of the table; no progress bar).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
-    /// Draw GB/s per format and adapter, with the copy bandwidth, into an SVG file.
+    /// Draw GB/s per format and adapter, with both rooflines, into an SVG file.
     #[arg(long, value_name = "PATH")]
     pub svg: Option<PathBuf>,
     /// No progress bar.

@@ -1,6 +1,6 @@
-//! `bench`: GPU dequantisation throughput per adapter × format × dtype, next to a buffer copy of
-//! the same traffic and the CPU codecs. The table goes to stdout (or the JSON with `--json -`),
-//! progress to stderr.
+//! `bench`: GPU dequantisation throughput per adapter × format × dtype, next to two rooflines of
+//! the same traffic (a buffer copy, a shader copy) and the CPU codecs. The table goes to stdout
+//! (or the JSON with `--json -`), progress to stderr. `--compare` merges earlier reports instead.
 
 use std::io::Write;
 use std::path::Path;
@@ -12,10 +12,13 @@ use gguf_dequant::{Backend, DType, Format};
 use crate::args::BenchArgs;
 use crate::backend::{self, ADAPTERS};
 use crate::progress::Progress;
-use crate::render::{self, svg};
+use crate::render::{self, bench::Meta, svg};
 
-/// Runs the benchmark and writes its table, JSON and chart.
+/// Runs the benchmark and writes its table, JSON and chart; or, with `--compare`, merges reports.
 pub fn run(args: &BenchArgs) -> Result<()> {
+    if !args.compare.is_empty() {
+        return compare(args);
+    }
     let formats = formats(&args.types)?;
     let dtypes = match args.dtype.trim().to_ascii_lowercase().as_str() {
         "both" => vec![DType::F32, DType::F16],
@@ -25,6 +28,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if !(args.mib > 0.0 && args.mib.is_finite()) {
         bail!("--mib must be a positive number of MiB");
     }
+    let rotation_target = match args.rotate_mib {
+        Some(m) if m > 0.0 && m.is_finite() => Some((m * (1u64 << 20) as f64).ceil() as u64),
+        Some(_) => bail!("--rotate-mib must be a positive number of MiB"),
+        None => None,
+    };
     let json_stdout = args.json.as_deref() == Some(Path::new("-"));
     let backend = backend::choose(args.backend, ADAPTERS)?;
     let adapters = if formats.iter().any(|&f| f.has_shader()) {
@@ -35,19 +43,20 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let mut config = BenchConfig::new(formats, dtypes, args.mib);
     config.runs = args.runs as usize;
     config.cpu = !args.no_cpu;
+    config.rotation_target = rotation_target;
 
     let bar = Progress::steps(args.quiet, json_stdout);
     let report = bench::run(&config, &adapters, &|s| bar.step(s.done, s.total, s.what))?;
     bar.finish();
 
+    let json = render::bench::report(&report, &Meta::now());
     if let Some(path) = &args.svg {
-        svg::write_svg(&report, path)?;
+        svg::write_svg(&[(String::new(), json.clone())], path)?;
     }
-    let value = render::bench::to_json(&report);
     match &args.json {
-        Some(_) if json_stdout => return render::print_json(&value),
+        Some(_) if json_stdout => return render::print_json(&serde_json::to_value(&json)?),
         Some(path) => {
-            let text = serde_json::to_string_pretty(&value)?;
+            let text = serde_json::to_string_pretty(&json)?;
             std::fs::write(path, text + "\n")
                 .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
         }
@@ -55,6 +64,26 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let mut out = render::stdout();
     render::bench::write_table(&report, &mut out)?;
+    if let Some(path) = &args.svg {
+        writeln!(out, "chart: {}", path.display())?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `--compare`: reads every report (one-line errors naming the file), prints the merged table and
+/// draws the chart; runs nothing.
+fn compare(args: &BenchArgs) -> Result<()> {
+    let reports = args
+        .compare
+        .iter()
+        .map(|p| Ok((p.display().to_string(), render::bench::read_report(p)?)))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(path) = &args.svg {
+        svg::write_svg(&reports, path)?;
+    }
+    let mut out = render::stdout();
+    render::bench::write_compare(&reports, &mut out)?;
     if let Some(path) = &args.svg {
         writeln!(out, "chart: {}", path.display())?;
     }

@@ -1,10 +1,12 @@
-//! `bench`'s chart: GB/s per format and adapter as an SVG file.
+//! `bench`'s chart: GB/s per format and adapter, with both rooflines, as an SVG file. It draws
+//! JSON reports ([`super::bench::Report`]): one run's, or several for `--compare`.
 
 use std::path::Path;
 
-use gguf_dequant::bench::BenchReport;
-use gguf_dequant::{DType, Format};
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
+
+use super::bench::{adapter_label, gpu_pairs, several_hosts, Report, Row};
 
 const PALETTE: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
@@ -17,50 +19,119 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(188, 189, 34),
 ];
 const CPU_COLOUR: RGBColor = RGBColor(127, 127, 127);
+const LEGEND_W: u32 = 360;
 
-/// Draws GB/s per format, one bar per adapter (and the CPU on all threads), with each adapter's
-/// copy bandwidth as a dashed line; one panel per dtype. SVG, text left to the viewer's fonts (no
-/// font files needed to render).
-pub fn write_svg(report: &BenchReport, path: &Path) -> anyhow::Result<()> {
-    draw(report, path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+/// One set of bars: an adapter of a report (with its rooflines), or a report's CPU codecs.
+struct Series<'a> {
+    label: String,
+    colour: RGBColor,
+    rows: Vec<&'a Row>,
+    cpu: bool,
 }
 
-fn draw(report: &BenchReport, path: &Path) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let mut dtypes: Vec<DType> = Vec::new();
-    let mut formats: Vec<Format> = Vec::new();
-    for r in report.results.iter().filter(|r| r.gpu.is_some()) {
-        if !dtypes.contains(&r.dtype) {
-            dtypes.push(r.dtype);
+impl Series<'_> {
+    fn row(&self, format: &str, dtype: &str) -> Option<&Row> {
+        self.rows
+            .iter()
+            .copied()
+            .find(|r| r.format == format && r.dtype == dtype)
+    }
+
+    fn bar(&self, format: &str, dtype: &str) -> Option<f64> {
+        let r = self.row(format, dtype)?;
+        if self.cpu {
+            r.cpu_mt_gb_per_s
+        } else {
+            r.gb_per_s
         }
-        if !formats.contains(&r.format) {
-            formats.push(r.format);
+    }
+}
+
+fn series(reports: &[(String, Report)]) -> Vec<Series<'_>> {
+    let hosts = several_hosts(reports);
+    let mut out = Vec::new();
+    for (_, r) in reports {
+        for (i, a) in r.adapters.iter().enumerate() {
+            out.push(Series {
+                label: adapter_label(r, a, hosts),
+                colour: PALETTE[out.len() % PALETTE.len()],
+                rows: r.results.iter().filter(|x| x.adapter == Some(i)).collect(),
+                cpu: false,
+            });
+        }
+    }
+    for (_, r) in reports {
+        // The CPU figures repeat on every adapter's rows; the first adapter's (or the CPU-only
+        // rows) stand for them.
+        let rows: Vec<&Row> = r
+            .results
+            .iter()
+            .filter(|x| x.adapter.unwrap_or(0) == 0 && x.cpu_mt_gb_per_s.is_some())
+            .collect();
+        if !rows.is_empty() {
+            let host = match (&r.host, hosts) {
+                (Some(h), true) => format!(" @ {h}"),
+                _ => String::new(),
+            };
+            out.push(Series {
+                label: format!("CPU codecs, {} threads{host}", r.cpu_threads),
+                colour: CPU_COLOUR,
+                rows,
+                cpu: true,
+            });
+        }
+    }
+    out
+}
+
+/// Draws GB/s per format, one bar per adapter (and per report's CPU codecs on all threads), with
+/// each adapter's buffer-copy roofline dashed and its shader-copy roofline solid; one panel
+/// per dtype, the legend beside them. SVG, text left to the viewer's fonts.
+pub fn write_svg(reports: &[(String, Report)], path: &Path) -> anyhow::Result<()> {
+    draw(reports, path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
+    let pairs = gpu_pairs(reports);
+    let mut dtypes: Vec<&str> = Vec::new();
+    let mut formats: Vec<&str> = Vec::new();
+    for (f, d) in &pairs {
+        if !dtypes.contains(&d.as_str()) {
+            dtypes.push(d);
+        }
+        if !formats.contains(&f.as_str()) {
+            formats.push(f);
         }
     }
     if dtypes.is_empty() {
         return Err("no GPU results to draw".into());
     }
-    let panel_h = 420u32;
-    let width = (220 + 70 * formats.len() as u32).max(900);
+    let series = series(reports);
+    let panel_h = 440u32;
+    let width = (220 + 70 * formats.len() as u32).max(900) + LEGEND_W;
     let root = SVGBackend::new(path, (width, panel_h * dtypes.len() as u32)).into_drawing_area();
     root.fill(&WHITE)?;
-    let panels = root.split_evenly((dtypes.len(), 1));
-    let n_bars = report.adapters.len() + 1;
+    let (plots, legend) = root.split_horizontally(width - LEGEND_W);
+    let panels = plots.split_evenly((dtypes.len(), 1));
+    let bar_w = 0.8 / series.len().max(1) as f64;
     for (panel, &dtype) in panels.iter().zip(&dtypes) {
-        let rows = |f: Format, a: Option<usize>| {
-            report
-                .results
-                .iter()
-                .find(|r| r.format == f && r.dtype == dtype && (a.is_none() || r.adapter == a))
-        };
-        // Log scale: on a software adapter the copy runs ~50x faster than any shader, and a
-        // linear axis would flatten every bar.
+        // Log scale: on a software adapter the buffer copy runs ~50x faster than any shader,
+        // and a linear axis would flatten every bar.
         let (mut y_min, mut y_max) = (f64::INFINITY, 0f64);
-        for r in report.results.iter().filter(|r| r.dtype == dtype) {
-            for v in [r.gb_per_s(), r.copy_gb_per_s(), r.cpu_mt_gb_per_s]
-                .into_iter()
-                .flatten()
-            {
-                if v.is_finite() && v > 0.0 {
+        for s in &series {
+            for r in s.rows.iter().filter(|r| r.dtype == dtype) {
+                let v = if s.cpu {
+                    vec![r.cpu_mt_gb_per_s]
+                } else {
+                    vec![r.gb_per_s, r.copy_gb_per_s, r.shader_copy_gb_per_s]
+                };
+                for v in v
+                    .into_iter()
+                    .flatten()
+                    .filter(|v| v.is_finite() && *v > 0.0)
+                {
                     y_min = y_min.min(v);
                     y_max = y_max.max(v);
                 }
@@ -73,9 +144,10 @@ fn draw(report: &BenchReport, path: &Path) -> Result<(), Box<dyn std::error::Err
         let mut chart = ChartBuilder::on(panel)
             .caption(
                 format!(
-                    "gguf-dequant: dequantisation to {dtype}, GB/s of (quantised in + {dtype} out), log scale; dashed: copy of the same traffic"
+                    "dequantisation to {dtype}: GB/s of (quantised in + {dtype} out), log scale; \
+                     dashed: buffer copy, solid: shader copy of the same traffic"
                 ),
-                ("sans-serif", 16),
+                ("sans-serif", 15),
             )
             .margin(12)
             .x_label_area_size(36)
@@ -87,62 +159,66 @@ fn draw(report: &BenchReport, path: &Path) -> Result<(), Box<dyn std::error::Err
             .x_labels(0)
             .y_desc("GB/s")
             .draw()?;
-        // Format names under each group.
         chart.draw_series(formats.iter().enumerate().map(|(i, f)| {
             EmptyElement::at((i as f64 + 0.5, y_min))
                 + Text::new(
-                    f.name().to_string(),
-                    (-(f.name().len() as i32) * 3, 8),
+                    f.to_string(),
+                    (-(f.len() as i32) * 3, 8),
                     ("sans-serif", 12).into_font(),
                 )
         }))?;
-        let bar_w = 0.8 / n_bars as f64;
-        for (a, adapter) in report.adapters.iter().enumerate() {
-            let colour = PALETTE[a % PALETTE.len()];
-            chart
-                .draw_series(formats.iter().enumerate().filter_map(|(i, &f)| {
-                    let v = rows(f, Some(a))?.gb_per_s()?;
-                    let x0 = i as f64 + 0.1 + a as f64 * bar_w;
-                    Some(Rectangle::new(
-                        [(x0, y_min), (x0 + bar_w, v)],
-                        colour.filled(),
-                    ))
-                }))?
-                .label(format!("{} ({})", adapter.name, adapter.backend))
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled())
-                });
-            let copy: Vec<(f64, f64)> = formats
-                .iter()
-                .enumerate()
-                .filter_map(|(i, &f)| Some((i as f64 + 0.5, rows(f, Some(a))?.copy_gb_per_s()?)))
-                .collect();
-            chart
-                .draw_series(DashedLineSeries::new(copy, 6, 4, colour.stroke_width(2)))?
-                .label(format!("copy, {} ({})", adapter.name, adapter.backend))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 12, y)], colour.stroke_width(2))
-                });
-        }
-        let a = report.adapters.len();
-        chart
-            .draw_series(formats.iter().enumerate().filter_map(|(i, &f)| {
-                let v = rows(f, None)?.cpu_mt_gb_per_s?;
-                let x0 = i as f64 + 0.1 + a as f64 * bar_w;
+        for (k, s) in series.iter().enumerate() {
+            chart.draw_series(formats.iter().enumerate().filter_map(|(i, &f)| {
+                let v = s.bar(f, dtype)?;
+                let x0 = i as f64 + 0.1 + k as f64 * bar_w;
                 Some(Rectangle::new(
                     [(x0, y_min), (x0 + bar_w, v)],
-                    CPU_COLOUR.filled(),
+                    s.colour.filled(),
                 ))
-            }))?
-            .label(format!("CPU codecs, {} threads", report.cpu_threads))
-            .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], CPU_COLOUR.filled()));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 12))
-            .draw()?;
+            }))?;
+        }
+        // Each adapter's rooflines over each format's group of bars, on top of the bars.
+        for s in series.iter().filter(|s| !s.cpu) {
+            for (i, &f) in formats.iter().enumerate() {
+                let Some(r) = s.row(f, dtype) else { continue };
+                let (x0, x1) = (i as f64 + 0.05, i as f64 + 0.95);
+                let style = s.colour.stroke_width(2);
+                if let Some(v) = r.copy_gb_per_s {
+                    chart.draw_series(DashedLineSeries::new([(x0, v), (x1, v)], 8, 4, style))?;
+                }
+                if let Some(v) = r.shader_copy_gb_per_s {
+                    chart.draw_series(LineSeries::new([(x0, v), (x1, v)], style))?;
+                }
+            }
+        }
+    }
+    // The legend: one line per bar series, and the two roofline styles per adapter.
+    let font = ("sans-serif", 13).into_font();
+    let mut y = 40;
+    for s in &series {
+        legend.draw(&Rectangle::new(
+            [(10, y - 6), (26, y + 6)],
+            s.colour.filled(),
+        ))?;
+        legend.draw(&Text::new(s.label.clone(), (34, y - 7), font.clone()))?;
+        y += 20;
+        if !s.cpu {
+            let style = s.colour.stroke_width(2);
+            legend.draw(&DashedPathElement::new(vec![(10, y), (26, y)], 8, 4, style))?;
+            legend.draw(&Text::new(
+                "buffer copy (copy_buffer_to_buffer)",
+                (34, y - 7),
+                font.clone(),
+            ))?;
+            y += 18;
+            legend.draw(&PathElement::new(vec![(10, y), (26, y)], style))?;
+            legend.draw(&Text::new(
+                "shader copy (streaming kernel)",
+                (34, y - 7),
+                font.clone(),
+            ))?;
+            y += 24;
+        }
     }
     root.present()?;
     Ok(())
