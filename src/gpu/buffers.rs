@@ -34,6 +34,30 @@ pub(crate) fn create(
     )
 }
 
+/// A storage output buffer of `size` bytes (`STORAGE | COPY_SRC`, labelled `<label> output`) and a
+/// staging buffer to read it back through (`MAP_READ | COPY_DST`, `<label> readback`).
+pub(crate) fn output_and_readback(
+    device: &wgpu::Device,
+    label: &str,
+    size: u64,
+) -> Result<(wgpu::Buffer, wgpu::Buffer), GpuError> {
+    let output = create(
+        device,
+        &format!("{label} output"),
+        size,
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        false,
+    )?;
+    let readback = create(
+        device,
+        &format!("{label} readback"),
+        size,
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        false,
+    )?;
+    Ok((output, readback))
+}
+
 /// Creates a storage buffer holding `src` exactly as it is (the caller's memory map, not repacked),
 /// padded with zeros to a multiple of 4 bytes.
 pub fn upload(device: &wgpu::Device, label: &str, src: &[u8]) -> Result<wgpu::Buffer, GpuError> {

@@ -531,20 +531,7 @@ impl GpuEngine {
         let (_, dst_len) = windows::padded(format, n_blocks, dtype.size() as u64);
         let device = &self.device;
         let src_buf = buffers::upload(device, "gguf-dequant source", src)?;
-        let dst_buf = buffers::create(
-            device,
-            "gguf-dequant output",
-            dst_len,
-            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-            false,
-        )?;
-        let staging = buffers::create(
-            device,
-            "gguf-dequant readback",
-            dst_len,
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            false,
-        )?;
+        let (dst_buf, staging) = buffers::output_and_readback(device, "gguf-dequant", dst_len)?;
         self.check()?;
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("gguf-dequant"),

@@ -43,7 +43,8 @@ pub(crate) struct Pipelines {
     cache: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
 }
 
-fn storage(binding: u32, read_only: bool, min: u64) -> wgpu::BindGroupLayoutEntry {
+/// A compute-stage storage-buffer entry of a bind-group layout.
+pub(crate) fn storage(binding: u32, read_only: bool, min: u64) -> wgpu::BindGroupLayoutEntry {
     wgpu::BindGroupLayoutEntry {
         binding,
         visibility: wgpu::ShaderStages::COMPUTE,

@@ -13,6 +13,7 @@
 //! On a discrete GPU both rooflines should agree; where they do not, the shader copy is the
 //! bound a shader can reach.
 
+use super::pipelines::storage;
 use super::windows::{self, grid, round_up, MAX_WINDOW_BYTES};
 use super::{binding, buffers, scoped, GpuEngine, GpuError};
 use crate::formats::sample::Rng;
@@ -160,19 +161,6 @@ pub struct ShaderCopy {
     pipeline: wgpu::ComputePipeline,
 }
 
-fn storage(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only },
-            has_dynamic_offset: false,
-            min_binding_size: wgpu::BufferSize::new(WORD),
-        },
-        count: None,
-    }
-}
-
 impl ShaderCopy {
     /// Compiles the kernel on `engine`'s device (inside error scopes).
     pub fn new(engine: &GpuEngine) -> Result<ShaderCopy> {
@@ -181,8 +169,8 @@ impl ShaderCopy {
             let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
                 label: Some("gguf-dequant shader copy"),
                 entries: &[
-                    storage(binding::SRC, true),
-                    storage(binding::DST, false),
+                    storage(binding::SRC, true, WORD),
+                    storage(binding::DST, false, WORD),
                     wgpu::BindGroupLayoutEntry {
                         binding: binding::PARAMS,
                         visibility: wgpu::ShaderStages::COMPUTE,
@@ -332,20 +320,8 @@ impl ShaderCopy {
                 &bytes,
                 wgpu::BufferUsages::STORAGE,
             )?;
-            let dst = buffers::create(
-                device,
-                "shader copy check output",
-                dst_len,
-                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-                false,
-            )?;
-            let staging = buffers::create(
-                device,
-                "shader copy check readback",
-                dst_len,
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                false,
-            )?;
+            let (dst, staging) =
+                buffers::output_and_readback(device, "shader copy check", dst_len)?;
             let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("gguf-dequant shader copy check"),
             });
