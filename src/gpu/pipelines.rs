@@ -43,6 +43,21 @@ pub(crate) struct Pipelines {
     cache: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
 }
 
+/// The `Params` uniform's entry (binding [`binding::PARAMS`], [`PARAMS_BYTES`]) of a bind-group
+/// layout.
+pub(crate) fn params() -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding: binding::PARAMS,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: false,
+            min_binding_size: wgpu::BufferSize::new(PARAMS_BYTES),
+        },
+        count: None,
+    }
+}
+
 /// A compute-stage storage-buffer entry of a bind-group layout.
 pub(crate) fn storage(binding: u32, read_only: bool, min: u64) -> wgpu::BindGroupLayoutEntry {
     wgpu::BindGroupLayoutEntry {
@@ -66,16 +81,7 @@ impl Pipelines {
                     entries: &[
                         storage(binding::SRC, true, SRC_ALIGN),
                         storage(binding::DST, false, DST_ALIGN),
-                        wgpu::BindGroupLayoutEntry {
-                            binding: binding::PARAMS,
-                            visibility: wgpu::ShaderStages::COMPUTE,
-                            ty: wgpu::BindingType::Buffer {
-                                ty: wgpu::BufferBindingType::Uniform,
-                                has_dynamic_offset: false,
-                                min_binding_size: wgpu::BufferSize::new(PARAMS_BYTES),
-                            },
-                            count: None,
-                        },
+                        params(),
                         // The lookup tables of `gpu::tables` (read only; unused by most shaders).
                         storage(binding::GRIDS, true, SRC_ALIGN),
                     ],

@@ -13,7 +13,7 @@
 //! On a discrete GPU both rooflines should agree; where they do not, the shader copy is the
 //! bound a shader can reach.
 
-use super::pipelines::storage;
+use super::pipelines::{params, storage};
 use super::windows::{self, grid, round_up, MAX_WINDOW_BYTES};
 use super::{binding, buffers, scoped, GpuEngine, GpuError};
 use crate::formats::sample::Rng;
@@ -27,9 +27,6 @@ pub const SOURCE: &str = include_str!(concat!(
 
 /// Bytes of one word of the kernel's bindings (`vec4<u32>`).
 pub const WORD: u64 = 16;
-
-/// Bytes of the kernel's `Params` uniform (four u32: groups, input and output words per group).
-const PARAMS_BYTES: u64 = super::pipelines::PARAMS_BYTES;
 
 /// Output words per workgroup for `dtype`: the dequantisers' 512 values per workgroup (128 words of
 /// f32, 64 of f16 or bf16).
@@ -171,16 +168,7 @@ impl ShaderCopy {
                 entries: &[
                     storage(binding::SRC, true, WORD),
                     storage(binding::DST, false, WORD),
-                    wgpu::BindGroupLayoutEntry {
-                        binding: binding::PARAMS,
-                        visibility: wgpu::ShaderStages::COMPUTE,
-                        ty: wgpu::BindingType::Buffer {
-                            ty: wgpu::BufferBindingType::Uniform,
-                            has_dynamic_offset: false,
-                            min_binding_size: wgpu::BufferSize::new(PARAMS_BYTES),
-                        },
-                        count: None,
-                    },
+                    params(),
                 ],
             });
             let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
