@@ -89,6 +89,9 @@ pub enum Error {
         /// What they were for.
         what: String,
     },
+    /// Shapes or indices that do not fit an operation of [`crate::ops`] (K, rows, batch, ids, x).
+    #[error("invalid shape: {0}")]
+    InvalidShape(String),
     /// A backend name that is not one of [`crate::Backend`]'s.
     #[error("unknown backend `{0}` (expected auto, all, vulkan, gl, metal, dx12 or cpu)")]
     UnknownBackend(String),

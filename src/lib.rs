@@ -2,9 +2,9 @@
 #![cfg_attr(
     not(feature = "gpu"),
     doc = "gguf-dequant built without the `gpu` feature: the GGUF reader and writer ([`gguf`]), \
-           the format registry ([`formats`]), the CPU codecs ([`cpu`]) and the tensor selection \
-           ([`Selection`]). The crate's README, which is these docs with the default features, \
-           describes the whole crate."
+           the format registry ([`formats`]), the CPU codecs ([`cpu`]), the CPU reference of the \
+           inference kernels ([`ops`]) and the tensor selection ([`Selection`]). The crate's \
+           README, which is these docs with the default features, describes the whole crate."
 )]
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -21,6 +21,7 @@ pub mod formats;
 pub mod gguf;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub mod ops;
 #[cfg(feature = "output")]
 pub mod output;
 pub mod select;

@@ -1,7 +1,8 @@
 //! The tests that need no GPU: the CPU codecs against the spec, the oracles and ggml; the GGUF
-//! reader and writer, malformed files; output, verify's comparison, the selftest digests
-//! and the lookup tables. This binary must build without wgpu: it uses neither
-//! `gguf_dequant::gpu`, `gguf_dequant::gpu::loader` nor `gguf_dequant::bench`.
+//! reader and writer, malformed files; output, verify's comparison, the selftest digests, the
+//! lookup tables and the CPU reference of the inference kernels (`ops`). This binary must build
+//! without wgpu: it uses neither `gguf_dequant::gpu`, `gguf_dequant::gpu::loader` nor
+//! `gguf_dequant::bench`.
 //!
 //! One binary, one module per topic in `tests/cpu/<topic>.rs` (a crate root's `mod x;` would look
 //! in `tests/`, hence the `#[path]`s); shared helpers in `tests/support/`.
@@ -18,6 +19,8 @@ mod codec_scalars;
 mod gguf_reject;
 #[path = "cpu/gguf_roundtrip.rs"]
 mod gguf_roundtrip;
+#[path = "cpu/ops.rs"]
+mod ops;
 #[path = "cpu/oracle_codecs.rs"]
 mod oracle_codecs;
 #[path = "cpu/oracle_models.rs"]
