@@ -32,8 +32,10 @@
 //!   [`EngineOptions::max_chunk_bytes`] of output at a time.
 
 pub mod buffers;
+pub mod decode;
 pub mod device;
 mod error;
+pub mod kernels;
 pub mod loader;
 pub mod pipelines;
 pub mod roofline;
@@ -75,6 +77,9 @@ pub struct EngineOptions {
     /// the caller's device reports through errors). Devices the engine creates itself always
     /// get them.
     pub install_handlers: bool,
+    /// Invocations per row of the matvec kernels (a power of two, 1 to 64); `None` picks by
+    /// adapter ([`GpuEngine::matvec_threads`]). Tests set it to cover both mappings.
+    pub matvec_threads_per_row: Option<u32>,
 }
 
 impl Default for EngineOptions {
@@ -85,6 +90,7 @@ impl Default for EngineOptions {
             max_chunk_bytes: 64 << 20,
             timeout: Duration::from_secs(60),
             install_handlers: false,
+            matvec_threads_per_row: None,
         }
     }
 }
@@ -119,6 +125,8 @@ pub struct GpuEngine {
     limits: wgpu::Limits,
     options: EngineOptions,
     pipelines: pipelines::Pipelines,
+    /// The inference kernels compiled so far.
+    kernels: kernels::KernelPipelines,
     /// The lookup tables of [`tables`], bound at binding 3 of every dispatch.
     tables: wgpu::Buffer,
     /// What the device callbacks recorded; `None` on a caller's device without them.
@@ -217,6 +225,7 @@ impl GpuEngine {
             queue,
             options,
             pipelines,
+            kernels: kernels::KernelPipelines::default(),
             tables,
             state,
             adapter: None,

@@ -183,7 +183,13 @@ pub(crate) fn plan(
                 .into());
             }
         }
-        let max_blocks = fit.max(step);
+        // Cut on whole rows where a run of them fits (the inference kernels bind whole rows):
+        // the part step becomes a multiple of both the alignment step and the row's blocks.
+        let row_blocks =
+            (t.dims.first().copied().unwrap_or(1) / format.block_elems() as u64).max(1);
+        let rows_step = step / gcd(step, row_blocks) * row_blocks;
+        let step = if rows_step <= fit { rows_step } else { step };
+        let max_blocks = (fit / step * step).max(step);
         let mut parts = Vec::new();
         let mut first = 0;
         while first < n_blocks {

@@ -105,6 +105,50 @@ impl ResidentTensor {
         })
     }
 
+    /// A raw tensor in one new buffer of `engine`'s device holding `raw`, whole blocks of
+    /// `format` with dims `dims` (ggml order), as they are: weights an engine has in memory
+    /// rather than in a file.
+    pub fn upload(
+        engine: &crate::gpu::GpuEngine,
+        name: &str,
+        format: Format,
+        dims: &[u64],
+        raw: &[u8],
+    ) -> Result<ResidentTensor> {
+        let n_elements = dims
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .filter(|&n| n > 0 && n.is_multiple_of(format.block_elems() as u64));
+        let bytes =
+            n_elements.map(|n| n / format.block_elems() as u64 * format.block_bytes() as u64);
+        let (Some(n_elements), Some(bytes)) = (n_elements, bytes) else {
+            return Err(GpuError::InvalidJob(format!(
+                "{name}: dims {dims:?} are not whole {format} blocks"
+            ))
+            .into());
+        };
+        if bytes != raw.len() as u64 {
+            return Err(GpuError::InvalidJob(format!(
+                "{name}: dims {dims:?} of {format} take {bytes} bytes, not {}",
+                raw.len()
+            ))
+            .into());
+        }
+        let buffer = crate::gpu::buffers::upload(engine.device(), name, raw)?;
+        Ok(ResidentTensor {
+            name: name.to_string(),
+            format,
+            dims: dims.to_vec(),
+            n_elements,
+            dtype: None,
+            parts: vec![ResidentPart {
+                buffer: Arc::new(buffer),
+                range: 0..bytes,
+                elements: 0..n_elements,
+            }],
+        })
+    }
+
     /// Whether the tensor is split over several buffers.
     pub fn is_split(&self) -> bool {
         self.parts.len() > 1

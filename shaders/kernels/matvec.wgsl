@@ -1,0 +1,168 @@
+// Matrix-vector products on raw blocks: y = W x for B (1..8) columns, and ggml's MUL_MAT_ID
+// (expert-indexed rows). Composed after the weight's decode module and rows.wgsl, with three
+// constants prepended by src/gpu/kernels.rs: B (columns), T (invocations per row: 1 on CPU
+// adapters, 64 on GPUs) and XV (x read as vec4: K a multiple of 4 and x 16-byte aligned).
+// CPU twin: ops::mul_mat / ops::mul_mat_id (f64).
+//
+// Thread mapping: a workgroup of WG = 64 invocations computes R = WG / T rows. The T invocations
+// of a row take its 8-value chunks t, t + T, ... (neighbouring invocations read neighbouring
+// bytes), decode each once with the format's own dequant8 and accumulate its dot products with
+// the B columns of x in f32; their T partial sums are then added pairwise in workgroup memory (a
+// fixed tree, so results repeat exactly from run to run). With T = 1 (llvmpipe, SwiftShader:
+// SIMD lanes over rows, where every barrier costs) a row is one invocation's sequential loop
+// and no barrier runs. NaN and infinity propagate: lanes outside a row are masked with select,
+// never multiplied by zero.
+//
+// The grid may be folded to 2-D (more workgroups than fit one dimension): group = wid.y * nwg.x
+// + wid.x; surplus workgroups of the last row return at once. For MUL_MAT_ID, wid.z is the
+// (token, slot) pair counted from params.pair_first.
+
+struct Params {
+    k: u32,          // values per row
+    n_rows: u32,     // rows this dispatch computes (matvec) or rows per expert (matvec_id)
+    row_bytes: u32,  // bytes per row
+    w_skip: u32,     // bytes from the start of `w` to this dispatch's first row
+    x_skip: u32,     // index in `x` of x[0][0]
+    y_skip: u32,     // index in `y` of this dispatch's first output
+    y_stride: u32,   // distance in `y` between columns (N)
+    row_first: u32,  // matvec_id: global row of `w`'s first bound row
+    row_count: u32,  // matvec_id: rows bound
+    n_experts: u32,  // matvec_id: E
+    slots: u32,      // matvec_id: slots per token
+    x_per_slot: u32, // matvec_id: 1 when x has one row per (token, slot), 0 for one per token
+    pair_first: u32, // matvec_id: the (token, slot) pair of wid.z = 0
+    ids_skip: u32,   // matvec_id: index in `ids` of that pair
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> params: Params;
+// The same run of x as binding 1, read four values per load when XV (llvmpipe and SwiftShader
+// pay per load, not per byte).
+@group(0) @binding(6) var<storage, read> xv: array<vec4<f32>>;
+
+const WG: u32 = 64u;
+const R: u32 = WG / T;
+
+var<workgroup> partial: array<array<f32, B>, WG>;
+
+// x[o .. o + 8] as two vec4 (o a multiple of 4 when XV).
+fn x8(o: u32) -> array<vec4<f32>, 2> {
+    if (XV) {
+        return array<vec4<f32>, 2>(xv[o / 4u], xv[o / 4u + 1u]);
+    }
+    return array<vec4<f32>, 2>(
+        vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]),
+        vec4<f32>(x[o + 4u], x[o + 5u], x[o + 6u], x[o + 7u]),
+    );
+}
+
+// Σ_k W[row, k] x[b][k] for the B columns of x from index `x_at` (stride k), for the row at byte
+// `row_base`: this invocation's chunks (t, t + T, ...) reduced over the row's T invocations and
+// returned to its invocation t = 0. `live`: whether the row exists (the others add nothing).
+// Called in uniform control flow by every invocation of the workgroup.
+fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32, live: bool) -> array<f32, B> {
+    let k = params.k;
+    let n_chunks = select(0u, (k + 7u) / 8u, live);
+    var acc: array<f32, B>;
+    for (var c = t; c < n_chunks; c += T) {
+        var v = chunk8(row_base, c);
+        let at = x_at + 8u * c;
+        if (8u * c + 8u <= k) {
+            for (var b = 0u; b < B; b++) {
+                let xs = x8(at + b * k);
+                acc[b] += dot(v[0], xs[0]) + dot(v[1], xs[1]);
+            }
+        } else {
+            // The ragged end of a one-value format's row: only the lanes inside it.
+            let m = chunk_mask(c, k);
+            v[0] = select(vec4<f32>(0.0), v[0], m[0]);
+            v[1] = select(vec4<f32>(0.0), v[1], m[1]);
+            for (var b = 0u; b < B; b++) {
+                let o = at + b * k;
+                var xs: array<vec4<f32>, 2>;
+                for (var j = 0u; j < 8u; j++) {
+                    if (8u * c + j < k) {
+                        xs[j / 4u][j % 4u] = x[o + j];
+                    }
+                }
+                acc[b] += dot(v[0], xs[0]) + dot(v[1], xs[1]);
+            }
+        }
+    }
+    if (T == 1u) {
+        return acc;
+    }
+    partial[lid] = acc;
+    workgroupBarrier();
+    for (var s = T / 2u; s > 0u; s >>= 1u) {
+        if (t < s) {
+            for (var b = 0u; b < B; b++) {
+                partial[lid][b] += partial[lid + s][b];
+            }
+        }
+        workgroupBarrier();
+    }
+    return partial[lid];
+}
+
+@compute @workgroup_size(WG)
+fn matvec(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let group = wid.y * nwg.x + wid.x;
+    if (group * R >= params.n_rows) {
+        return; // uniform per workgroup
+    }
+    let row = group * R + lid / T;
+    let t = lid % T;
+    let live = row < params.n_rows;
+    let sums = row_dot(t, lid, params.w_skip + row * params.row_bytes, params.x_skip, live);
+    if (live && t == 0u) {
+        for (var b = 0u; b < B; b++) {
+            y[params.y_skip + b * params.y_stride + row] = sums[b];
+        }
+    }
+}
+
+@group(0) @binding(5) var<storage, read> ids: array<u32>;
+
+@compute @workgroup_size(WG)
+fn matvec_id(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let group = wid.y * nwg.x + wid.x;
+    if (group * R >= params.n_rows) {
+        return; // uniform per workgroup
+    }
+    let n = group * R + lid / T;
+    let t = lid % T;
+    let pair = params.pair_first + wid.z;
+    let e = ids[params.ids_skip + wid.z];
+    let out = params.y_skip + wid.z * params.n_rows + n;
+    if (e >= params.n_experts) {
+        // An id past the experts: NaN, written by the dispatch of the first rows only.
+        if (params.row_first == 0u && t == 0u && n < params.n_rows) {
+            y[out] = bitcast<f32>(0x7FC00000u);
+        }
+        return; // uniform per workgroup: e is the same for all its invocations
+    }
+    let g = e * params.n_rows + n;
+    // Whether this row of the expert is in this dispatch's binding (rows outside it are left to
+    // the dispatch that binds them; every invocation still takes part in the reduction).
+    let here = g >= params.row_first && g - params.row_first < params.row_count;
+    let live = here && n < params.n_rows;
+    let x_row = select(pair / params.slots, pair, params.x_per_slot != 0u);
+    let row_base = params.w_skip + select(0u, g - params.row_first, here) * params.row_bytes;
+    let sums = row_dot(t, lid, row_base, params.x_skip + x_row * params.k, live);
+    if (live && t == 0u) {
+        y[out] = sums[0];
+    }
+}
