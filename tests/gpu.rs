@@ -26,6 +26,8 @@ mod gpu_pipelines_noop;
 mod gpu_throughput;
 #[path = "gpu/gpu_vs_cpu.rs"]
 mod gpu_vs_cpu;
+#[path = "gpu/kernels.rs"]
+mod kernels;
 #[path = "gpu/oracle_quantized.rs"]
 mod oracle_quantized;
 #[path = "gpu/service.rs"]

@@ -40,25 +40,10 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> params: Params;
-// The same run of x as binding 1, read four values per load when XV (llvmpipe and SwiftShader
-// pay per load, not per byte).
-@group(0) @binding(6) var<storage, read> xv: array<vec4<f32>>;
-
 const WG: u32 = 64u;
 const R: u32 = WG / T;
 
 var<workgroup> partial: array<array<f32, B>, WG>;
-
-// x[o .. o + 8] as two vec4 (o a multiple of 4 when XV).
-fn x8(o: u32) -> array<vec4<f32>, 2> {
-    if (XV) {
-        return array<vec4<f32>, 2>(xv[o / 4u], xv[o / 4u + 1u]);
-    }
-    return array<vec4<f32>, 2>(
-        vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]),
-        vec4<f32>(x[o + 4u], x[o + 5u], x[o + 6u], x[o + 7u]),
-    );
-}
 
 // Σ_k W[row, k] x[b][k] for the B columns of x from index `x_at` (stride k), for the row at byte
 // `row_base`: this invocation's chunks (t, t + T, ...) reduced over the row's T invocations and

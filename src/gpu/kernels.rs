@@ -153,13 +153,11 @@ pub(crate) fn kernel_source((kernel, format, threads, vec_x): KernelKey) -> Resu
     let (header, body) = match kernel {
         Kernel::GetRows(_) => (String::new(), file!("kernels", "get_rows")),
         Kernel::MatVec(b) => (
-            format!(
-                "const B: u32 = {b}u;\nconst T: u32 = {threads}u;\nconst XV: bool = {vec_x};\n"
-            ),
+            format!("const B: u32 = {b}u;\nconst T: u32 = {threads}u;\n"),
             file!("kernels", "matvec"),
         ),
         Kernel::MatVecId => (
-            format!("const B: u32 = 1u;\nconst T: u32 = {threads}u;\nconst XV: bool = {vec_x};\n"),
+            format!("const B: u32 = 1u;\nconst T: u32 = {threads}u;\n"),
             file!("kernels", "matvec"),
         ),
         Kernel::MatMul => (String::new(), file!("kernels", "matmul")),
@@ -169,8 +167,13 @@ pub(crate) fn kernel_source((kernel, format, threads, vec_x): KernelKey) -> Resu
     } else {
         ""
     };
+    let x8 = match (kernel, vec_x) {
+        (Kernel::MatVec(_) | Kernel::MatVecId, true) => file!("kernels", "x_vec4"),
+        (Kernel::MatVec(_) | Kernel::MatVecId, false) => file!("kernels", "x_scalar"),
+        _ => "",
+    };
     Ok(format!(
-        "{header}{grids}{module}\n{}\n{body}",
+        "{header}{grids}{module}\n{}\n{x8}\n{body}",
         file!("kernels", "rows")
     ))
 }
@@ -728,7 +731,8 @@ impl GpuEngine {
         span(&job.y, 0, pairs * n, align, "y")?;
         let room = self.max_binding_size().saturating_sub(align);
         let per = (room / (n * 4)).min(self.max_dim());
-        if per == 0 || n > self.max_dim() * self.max_dim() {
+        let threads = self.matvec_threads();
+        if per == 0 || n.div_ceil(64 / threads as u64) > self.max_dim() * self.max_dim() {
             return Err(GpuError::TooLarge {
                 what: format!("one expert's outputs of {} in a storage binding", t.name),
                 bytes: n * 4,
@@ -737,7 +741,6 @@ impl GpuEngine {
             .into());
         }
         let runs = self.row_runs(t, &s, u64::MAX)?;
-        let threads = self.matvec_threads();
         let vec_x = s.k.is_multiple_of(4) && x_skip.is_multiple_of(4);
         let pipeline = self.kernel_pipeline((Kernel::MatVecId, s.format, threads, vec_x))?;
         let (gx, gy) = windows::grid(n.div_ceil(64 / threads as u64), self.max_dim());
