@@ -7,7 +7,7 @@
 //! `[batch, N]` (`y[b*N + n]`). Every product is `f64::from(w) * f64::from(x)`, summed in f64 in
 //! the natural k order, so results are deterministic whatever the thread count; [`Sums`] keeps
 //! `Σ|w·x|` beside each result for the accuracy contract of f32 kernels (`|got - y| ≤
-//! K·2⁻²³·Σ|w·x|`, see [`Sums::fraction`]).
+//! K·2⁻²³·Σ|w·x| + K·2⁻¹²⁵`, see [`Sums::bound`] and [`Sums::fraction`]).
 //!
 //! Every shape is validated first: errors are [`Error::InvalidShape`] (or
 //! [`Error::PartialBlock`] for bytes that are not whole blocks); nothing panics, and every size is
@@ -21,6 +21,10 @@ use crate::formats::Format;
 /// 2^-23: the unit roundoff of f32 summation used by the accuracy contract.
 pub const F32_EPS: f64 = 1.0 / (1u64 << 23) as f64;
 
+/// 2^-126: the smallest normal f32. WGSL lets an implementation flush subnormal results to zero
+/// (SwiftShader does), which loses less than this per product and per addition.
+pub const F32_MIN_NORMAL: f64 = f32::MIN_POSITIVE as f64;
+
 /// Per output element: the f64 result and `Σ_k |W[n,k]·x[k]|`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sums {
@@ -33,9 +37,11 @@ pub struct Sums {
 }
 
 impl Sums {
-    /// The bound K·2⁻²³·Σ|w·x| of element i (panics, as indexing does, if `i` is out of range).
+    /// The bound of element i: K·2⁻²³·Σ|w·x| (the worst case of f32 summation in any order)
+    /// plus K·2⁻¹²⁵ (2K operations that may each flush a subnormal result to zero). Panics, as
+    /// indexing does, if `i` is out of range.
     pub fn bound(&self, i: usize) -> f64 {
-        self.k as f64 * F32_EPS * self.abs[i]
+        self.k as f64 * (F32_EPS * self.abs[i] + 2.0 * F32_MIN_NORMAL)
     }
 
     /// y rounded to f32 (what `--backend cpu` prints).
@@ -350,8 +356,11 @@ mod tests {
     fn bound_is_k_eps_abs() {
         let s = one(3.0, 8.0, 1 << 20);
         assert_eq!(s.bound(0), 1.0);
-        assert_eq!(one(0.0, 5.0, 3).bound(0), 3.0 * 5.0 * F32_EPS);
-        assert_eq!(one(1.0, 0.0, 7).bound(0), 0.0);
+        assert_eq!(
+            one(0.0, 5.0, 3).bound(0),
+            3.0 * (5.0 * F32_EPS + 2.0 * F32_MIN_NORMAL)
+        );
+        assert_eq!(one(1.0, 0.0, 7).bound(0), 7.0 * 2.0 * F32_MIN_NORMAL);
     }
 
     #[test]

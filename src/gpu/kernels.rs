@@ -9,8 +9,9 @@
 //! own `dequant8` ([`super::decode`]), so every weight value is bit-exact with the CPU codec, and
 //! sums in f32.
 //!
-//! **Accuracy contract:** per output element, `|y − y_ref| ≤ K · 2⁻²³ · Σ_k |W[n,k] x[k]|`
-//! against the f64 reference of [`crate::ops`] (the worst case of f32 summation in any order).
+//! **Accuracy contract:** per output element, `|y − y_ref| ≤ K · 2⁻²³ · Σ_k |W[n,k] x[k]| + K · 2⁻¹²⁵`
+//! against the f64 reference of [`crate::ops`] (the worst case of f32 summation in any order, and
+//! subnormal results flushed to zero, which WGSL allows; see [`crate::ops::Sums::bound`]).
 //! NaN and infinity propagate; results repeat bit for bit from run to run on one adapter.
 //!
 //! Every kernel is recorded into the caller's encoder (`record_*`, on [`ResidentTensor`]s, also

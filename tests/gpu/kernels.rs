@@ -1,6 +1,6 @@
 //! The inference kernels (`gguf_dequant::gpu::kernels`) on every adapter, for every format with a
 //! shader, against the f64 CPU reference (`gguf_dequant::ops`): every output within
-//! `K · 2⁻²³ · Σ|w·x|`, the largest observed fraction of that bound printed per format; gathered
+//! `K · 2⁻²³ · Σ|w·x| + K · 2⁻¹²⁵`, the largest observed fraction of that bound printed per format; gathered
 //! rows bit-exact with the CPU codec. Ragged shapes, both matvec thread mappings (one invocation
 //! per row, as on CPU adapters, and 64, as on GPUs), tensors split over buffers and bindings,
 //! NaN and Inf, repeatability, the real models, and the composable decode modules.
