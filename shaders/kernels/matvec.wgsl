@@ -51,8 +51,28 @@ var<workgroup> partial: array<array<f32, B>, WG>;
 // Called in uniform control flow by every invocation of the workgroup.
 fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32, live: bool) -> array<f32, B> {
     let k = params.k;
-    let n_chunks = select(0u, (k + 7u) / 8u, live);
     var acc: array<f32, B>;
+    if (T == 1u && w_BLOCK_ELEMS >= 8u) {
+        // One invocation per row: block by block, the block's parts in an inner loop of constant
+        // length, so the compiler can share what the parts of one block decode alike (scales).
+        let parts = max(w_BLOCK_ELEMS / 8u, 1u);
+        let n_blocks = select(0u, k / w_BLOCK_ELEMS, live);
+        for (var blk = 0u; blk < n_blocks; blk++) {
+            let base = row_base + blk * w_BLOCK_BYTES;
+            let at = x_at + blk * w_BLOCK_ELEMS;
+            for (var p = 0u; p < parts; p++) {
+                let raw = w_dequant8(base, p);
+                let v0 = bitcast<vec4<f32>>(raw[0]);
+                let v1 = bitcast<vec4<f32>>(raw[1]);
+                for (var b = 0u; b < B; b++) {
+                    let xs = x8(at + 8u * p + b * k);
+                    acc[b] += dot(v0, xs[0]) + dot(v1, xs[1]);
+                }
+            }
+        }
+        return acc;
+    }
+    let n_chunks = select(0u, (k + 7u) / 8u, live);
     for (var c = t; c < n_chunks; c += T) {
         var v = chunk8(row_base, c);
         let at = x_at + 8u * c;
