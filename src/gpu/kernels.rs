@@ -29,6 +29,8 @@ use crate::{DType, Error, Format, Result};
 
 /// Columns one `matvec` dispatch takes at most.
 pub const MATVEC_MAX_BATCH: u32 = 8;
+/// Columns one matvec dispatch of [`GpuEngine::record_matmul`] takes on CPU adapters.
+pub const MATMUL_CPU_COLUMNS: u32 = 16;
 /// Rows and columns of one `matmul` workgroup's output tile.
 const MATMUL_TILE: u64 = 32;
 
@@ -480,10 +482,13 @@ impl GpuEngine {
                 job.batch
             )));
         }
-        self.record_mul(encoder, job, false)
+        self.record_mul(encoder, job, false, MATVEC_MAX_BATCH as u64)
     }
 
-    /// Records the tiled `Y = W X` for any number of columns.
+    /// Records `Y = W X` for any number of columns: tiled through workgroup memory, or on CPU
+    /// adapters (where [`GpuEngine::matvec_threads`] is 1) as matvecs of up to
+    /// [`MATMUL_CPU_COLUMNS`] columns, one invocation per row decoding each chunk once for all of
+    /// them (measured faster there: no barriers, no workgroup-memory round trip).
     pub fn record_matmul(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -492,7 +497,11 @@ impl GpuEngine {
         if job.batch == 0 {
             return Err(invalid("matmul needs at least one column".into()));
         }
-        self.record_mul(encoder, job, true)
+        if self.matvec_threads() == 1 {
+            self.record_mul(encoder, job, false, MATMUL_CPU_COLUMNS as u64)
+        } else {
+            self.record_mul(encoder, job, true, 0)
+        }
     }
 
     fn record_mul(
@@ -500,6 +509,7 @@ impl GpuEngine {
         encoder: &mut wgpu::CommandEncoder,
         job: &MulMatJob<'_>,
         tiled: bool,
+        matvec_cols: u64,
     ) -> Result<()> {
         self.check()?;
         let t = job.weight;
@@ -512,7 +522,7 @@ impl GpuEngine {
         let max_cols = if tiled {
             self.max_dim() * MATMUL_TILE
         } else {
-            MATVEC_MAX_BATCH as u64
+            matvec_cols
         };
         let per_cols = per_cols.min(max_cols);
         if per_cols == 0 {

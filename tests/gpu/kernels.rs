@@ -116,11 +116,11 @@ fn every_format_matvec_matmul_get_rows(engine: &GpuEngine) {
 }
 gpu_test!(kernels_every_format, every_format_matvec_matmul_get_rows);
 
-/// The other matvec thread mapping of the one CI's CPU adapters pick: 64 invocations per row
-/// and the workgroup reduction, as on discrete GPUs.
+/// The other thread mapping than the one CI's CPU adapters pick: 64 invocations per matvec row
+/// and the workgroup reduction, and the tiled matmul, as on discrete GPUs.
 fn every_format_with_64_threads_per_row(engine: &GpuEngine) {
     assert_eq!(engine.matvec_threads(), 64);
-    check_every_format(engine, &[1, 3], false);
+    check_every_format(engine, &[1, 3], true);
 }
 gpu_test!(
     kernels_every_format_64_threads,
@@ -163,6 +163,14 @@ fn wide_batches(engine: &GpuEngine) {
     );
 }
 gpu_test!(kernels_wide_batches, wide_batches);
+gpu_test!(
+    kernels_wide_batches_tiled,
+    wide_batches,
+    options = EngineOptions {
+        matvec_threads_per_row: Some(64),
+        ..EngineOptions::default()
+    }
+);
 
 /// ggml's MUL_MAT_ID on [K, N, E] weights, x per token and per slot, ids at both ends.
 fn expert_indexed(engine: &GpuEngine) {
