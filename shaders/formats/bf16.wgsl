@@ -10,9 +10,10 @@ fn bf16x2(w: u32) -> vec2<u32> {
 }
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let a = bf16x2(load_u32(base));
-    let b = bf16x2(load_u32(base + 4u));
-    let c = bf16x2(load_u32(base + 8u));
-    let d = bf16x2(load_u32(base + 12u));
+    let q = load_u32x4(base);
+    let a = bf16x2(q.x);
+    let b = bf16x2(q.y);
+    let c = bf16x2(q.z);
+    let d = bf16x2(q.w);
     return array<vec4<u32>, 2>(vec4<u32>(a, b), vec4<u32>(c, d));
 }

@@ -1,6 +1,6 @@
 // F16 (ggml id 1): 1 value in 2 bytes. Spec: formats.md §4.1. CPU twin: src/formats/float/f16.rs
 // Thread mapping: 8 consecutive values per invocation, read as four u32 words (a tensor may start
-// at an odd half-word: load_u32 handles the skew), widened to f32 bits with integer operations.
+// at an odd half-word: load_u32x4 handles the skew), widened to f32 bits with integer operations.
 
 const BLOCK_ELEMS: u32 = 1u;
 const BLOCK_BYTES: u32 = 2u;
@@ -10,9 +10,10 @@ fn f16x2(w: u32) -> vec2<u32> {
 }
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let a = f16x2(load_u32(base));
-    let b = f16x2(load_u32(base + 4u));
-    let c = f16x2(load_u32(base + 8u));
-    let d = f16x2(load_u32(base + 12u));
+    let q = load_u32x4(base);
+    let a = f16x2(q.x);
+    let b = f16x2(q.y);
+    let c = f16x2(q.z);
+    let d = f16x2(q.w);
     return array<vec4<u32>, 2>(vec4<u32>(a, b), vec4<u32>(c, d));
 }
