@@ -45,6 +45,17 @@ const R: u32 = WG / T;
 
 var<workgroup> partial: array<array<f32, B>, WG>;
 
+// Adds part p of the block at byte `base` times x[b][at + 8p ..] (stride k) to acc[b].
+fn part_dot(acc: ptr<function, array<f32, B>>, base: u32, p: u32, at: u32, k: u32) {
+    let raw = w_dequant8(base, p);
+    let v0 = bitcast<vec4<f32>>(raw[0]);
+    let v1 = bitcast<vec4<f32>>(raw[1]);
+    for (var b = 0u; b < B; b++) {
+        let xs = x8(at + 8u * p + b * k);
+        (*acc)[b] += dot(v0, xs[0]) + dot(v1, xs[1]);
+    }
+}
+
 // Σ_k W[row, k] x[b][k] for the B columns of x from index `x_at` (stride k), for the row at byte
 // `row_base`: this invocation's chunks (t, t + T, ...) reduced over the row's T invocations and
 // returned to its invocation t = 0. `live`: whether the row exists (the others add nothing).
@@ -60,14 +71,13 @@ fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32, live: bool) -> array<f32,
         for (var blk = 0u; blk < n_blocks; blk++) {
             let base = row_base + blk * w_BLOCK_BYTES;
             let at = x_at + blk * w_BLOCK_ELEMS;
-            for (var p = 0u; p < parts; p++) {
-                let raw = w_dequant8(base, p);
-                let v0 = bitcast<vec4<f32>>(raw[0]);
-                let v1 = bitcast<vec4<f32>>(raw[1]);
-                for (var b = 0u; b < B; b++) {
-                    let xs = x8(at + 8u * p + b * k);
-                    acc[b] += dot(v0, xs[0]) + dot(v1, xs[1]);
-                }
+            // Four parts in straight-line code (every block format has a multiple of 4): the
+            // parts of one 32-value run share their scales, which the compiler then decodes once.
+            for (var p = 0u; p < parts; p += 4u) {
+                part_dot(&acc, base, p, at, k);
+                part_dot(&acc, base, p + 1u, at, k);
+                part_dot(&acc, base, p + 2u, at, k);
+                part_dot(&acc, base, p + 3u, at, k);
             }
         }
         return acc;
