@@ -343,8 +343,8 @@ impl GpuEngine {
         Ok(self.check()?)
     }
 
-    /// Invocations per matvec row: [`EngineOptions::matvec_threads_per_row`], else 1 on CPU
-    /// adapters (llvmpipe, SwiftShader), where every barrier costs, and 64 elsewhere.
+    /// Invocations per matvec row: [`super::EngineOptions::matvec_threads_per_row`], else 1 on
+    /// CPU adapters (llvmpipe, SwiftShader), where every barrier costs, and 64 elsewhere.
     pub fn matvec_threads(&self) -> u32 {
         self.options.matvec_threads_per_row.unwrap_or(
             if self.info.device_type == wgpu::DeviceType::Cpu {
