@@ -11,7 +11,7 @@ use serde_json::{json, Value as Json};
 use crate::args::VerifyArgs;
 use crate::backend::{self, GPU};
 use crate::progress::Progress;
-use crate::render::{self, describe};
+use crate::render::{self, describe, printable};
 
 /// Verifies `args.file`; an error when any tensor differs.
 pub fn run(args: &VerifyArgs) -> Result<()> {
@@ -34,7 +34,7 @@ pub fn run(args: &VerifyArgs) -> Result<()> {
         let mut out = render::stdout();
         let width = checks
             .iter()
-            .map(|c| c.name.len())
+            .map(|c| printable(&c.name).chars().count())
             .max()
             .unwrap_or(4)
             .max(4);
@@ -48,7 +48,7 @@ pub fn run(args: &VerifyArgs) -> Result<()> {
             writeln!(
                 out,
                 "{:<width$}  {:<7} {:>10} {:>10} {:>12} {:>8}  {}",
-                c.name,
+                printable(&c.name),
                 c.format.name(),
                 m.n_values,
                 m.mismatches,
