@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use gguf_dequant::gpu::loader::{Residency, Source};
 use gguf_dequant::Selection;
 use gguf_dequant::{Backend, DType};
@@ -36,6 +36,9 @@ pub enum Command {
     Convert(ConvertArgs),
     /// Dequantise tensors to .safetensors (any number), .npy or .bin (one tensor).
     Dequant(DequantArgs),
+    /// Run one kernel (get_rows, matvec, matmul) on one tensor with inputs from a .npy file, on the
+    /// GPU or with the CPU reference, and write the result as .npy.
+    Apply(ApplyArgs),
     /// Benchmark GPU dequantisation per adapter, format and dtype against two rooflines of the
     /// same traffic (a buffer copy, a shader copy) and the CPU codecs, or compare earlier reports.
     Bench(BenchArgs),
@@ -107,6 +110,59 @@ pub struct VerifyArgs {
     pub dtype: DType,
     #[command(flatten)]
     pub report: Report,
+}
+
+/// A kernel of `apply`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Op {
+    /// Rows of the tensor by id: Y is [ids, K].
+    #[value(name = "get_rows")]
+    GetRows,
+    /// Y = W X with the matrix-vector kernel (any batch, in groups of 8 columns).
+    Matvec,
+    /// Y = W X with the tiled matrix-matrix kernel.
+    Matmul,
+}
+
+impl Op {
+    /// The kernel's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::GetRows => "get_rows",
+            Op::Matvec => "matvec",
+            Op::Matmul => "matmul",
+        }
+    }
+}
+
+/// `apply` options.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The GGUF file.
+    pub file: PathBuf,
+    /// The weight: a tensor of 2 or more dims [K, N, ...], taken as N·... rows of K values.
+    #[arg(long, value_name = "NAME")]
+    pub tensor: String,
+    /// The kernel.
+    #[arg(long, value_enum)]
+    pub op: Op,
+    /// X as .npy: for get_rows the row ids, a 1-D array of any integer dtype; for matvec and
+    /// matmul float32 [batch, K] (or [K]: batch 1), C or Fortran order.
+    #[arg(long, value_name = "X.npy")]
+    pub input: PathBuf,
+    /// Y as .npy (never an input file), float32: [batch, N], or [ids, K] for get_rows. Written
+    /// to a temporary name and renamed when complete.
+    #[arg(long, short, value_name = "Y.npy")]
+    pub out: PathBuf,
+    /// Where to run: a GPU adapter's kernels, or `cpu`, the f64 reference rounded to f32
+    /// (get_rows: the CPU codec's values), for every format [default: the one
+    /// GGUF_DEQUANT_BACKEND names, else auto: the best GPU adapter, or the CPU on a machine
+    /// without one].
+    #[arg(long, value_parser = backend::parser(DECODE))]
+    pub backend: Option<Backend>,
+    /// No summary line on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// `convert` options.

@@ -2,6 +2,7 @@
 //! [`crate::render`].
 
 mod adapters;
+mod apply;
 mod bench;
 mod dequant;
 mod inspect;
@@ -26,6 +27,7 @@ pub fn run(command: Command) -> Result<()> {
         Command::Verify(args) => verify::run(&args),
         Command::Convert(args) => dequant::convert(args),
         Command::Dequant(args) => dequant::dequant(args),
+        Command::Apply(args) => apply::run(&args),
         Command::Bench(args) => bench::run(&args),
     }
 }
