@@ -1,7 +1,8 @@
-//! `apply` (one kernel on one tensor, X and Y as .npy) as a user runs them: on the CPU reference
-//! everywhere, on lavapipe Vulkan and llvmpipe GL where present (no silent skips with `CI=true`).
-//! Y is checked against `gguf_dequant::ops`: bit for bit on the CPU, within the f32 bound
-//! K·2⁻²³·Σ|w·x| on a GPU, and get_rows bit for bit everywhere.
+//! `apply` (one kernel on one tensor, X and Y as .npy) and `verify --op` (the kernels on every
+//! matrix) as a user runs them: on the CPU reference everywhere, on lavapipe Vulkan and llvmpipe
+//! GL where present (no silent skips with `CI=true`). Y is checked against `gguf_dequant::ops`:
+//! bit for bit on the CPU, within the f32 bound K·2⁻²³·Σ|w·x| on a GPU, and get_rows bit for bit
+//! everywhere.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -9,6 +10,7 @@ use std::process::Output;
 use gguf_dequant::formats::sample::{finite_blocks, normal_blocks, Rng};
 use gguf_dequant::gguf::GgufWriter;
 use gguf_dequant::{ops, Format, GgufFile};
+use serde_json::Value as Json;
 
 use crate::support::cli::{have, run, stderr, text};
 
@@ -511,6 +513,9 @@ fn apply_usage_errors_exit_2() {
             "--backend",
             "all",
         ],
+        &["verify", "m.gguf", "--max-rows", "4"],
+        &["verify", "m.gguf", "--op", "all", "--dtype", "f16"],
+        &["verify", "m.gguf", "--op", "softmax"],
     ] {
         let o = run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -523,5 +528,156 @@ fn apply_usage_errors_exit_2() {
         "[possible values: auto, vulkan, gl, metal, dx12, cpu]",
     ] {
         assert!(help.contains(needle), "{needle}: {help}");
+    }
+    let help = text(&run(&["verify", "--help"]).stdout);
+    assert!(
+        help.contains("--op") && help.contains("--max-rows"),
+        "{help}"
+    );
+}
+
+/// The fields of one `verify --op` JSON entry, as the README documents them.
+const CHECK_FIELDS: &[&str] = &[
+    "name",
+    "type",
+    "dims",
+    "op",
+    "k",
+    "rows",
+    "status",
+    "reason",
+    "row_start",
+    "rows_checked",
+    "batches",
+    "values",
+    "max_fraction",
+    "failures",
+];
+
+/// `verify --op all` on a small file: every matrix with a shader passes all three kernels (the
+/// one with more rows than `--max-rows` on a run of them), the vector and the I32 matrix are
+/// skipped with their reasons; `--json` has one entry per tensor and op with the documented
+/// fields.
+#[test]
+fn verify_op_all_passes_with_documented_json() {
+    const TEST: &str = "verify_op_all_passes_with_documented_json";
+    let dir = tempfile::tempdir().unwrap();
+    let path = model(dir.path());
+    let p = path.to_str().unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    for backend in BACKENDS {
+        if !have(backend, TEST) {
+            continue;
+        }
+        let o = run(&[
+            "verify",
+            p,
+            "--op",
+            "all",
+            "--max-rows",
+            "4",
+            "--backend",
+            backend,
+        ]);
+        ok(&o, backend);
+        let out = text(&o.stdout);
+        let last = out.lines().last().unwrap();
+        assert!(last.starts_with("verify passed: 12 kernel checks"), "{out}");
+        assert!(
+            last.contains("2 tensors skipped") && last.contains("2 checked on a run of 4 rows"),
+            "{out}"
+        );
+        assert!(out.contains("skipped: 1-D: not a matrix"), "{out}");
+        assert!(out.contains("skipped: I32: no GPU shader"), "{out}");
+
+        let o = run(&[
+            "verify",
+            p,
+            "--op",
+            "all",
+            "--max-rows",
+            "4",
+            "--backend",
+            backend,
+            "--json",
+            "--seed",
+            "7",
+        ]);
+        ok(&o, backend);
+        let json: Json = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(json["ok"], true);
+        assert_eq!(json["op"], "all");
+        assert_eq!(json["seed"], 7);
+        assert_eq!(json["max_rows"], 4);
+        assert_eq!(json["backend"], backend);
+        let checks = json["checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 3 * file.tensors().len());
+        for (i, c) in checks.iter().enumerate() {
+            let t = &file.tensors()[i / 3];
+            let keys: Vec<&str> = c.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+            assert_eq!(keys, CHECK_FIELDS, "{c}");
+            assert_eq!(c["name"], t.name.as_str());
+            assert_eq!(c["type"], t.format.name());
+            assert_eq!(c["op"], ["matvec", "matmul", "get_rows"][i % 3]);
+            assert_eq!(c["k"], t.dims[0]);
+            assert_eq!(c["rows"], t.n_elements / t.dims[0]);
+            let matrix = t.dims.len() >= 2 && t.format.has_shader();
+            if !matrix {
+                assert_eq!(c["status"], "skipped", "{c}");
+                assert!(c["reason"].is_string(), "{c}");
+                assert!(c["max_fraction"].is_null() && c["values"] == 0, "{c}");
+                continue;
+            }
+            assert_eq!(c["status"], "pass", "{c}");
+            assert!(c["reason"].is_null(), "{c}");
+            assert_eq!(c["failures"], 0, "{c}");
+            let f = c["max_fraction"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&f), "{c}");
+            let rows = c["rows"].as_u64().unwrap();
+            let checked = c["rows_checked"].as_u64().unwrap();
+            let start = c["row_start"].as_u64().unwrap();
+            assert_eq!(checked, rows.min(4), "{c}");
+            assert!(start + checked <= rows, "{c}");
+            let batches: Vec<u64> = c["batches"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b.as_u64().unwrap())
+                .collect();
+            let outputs = match i % 3 {
+                0 => {
+                    assert_eq!(batches, [1, 3]);
+                    4 * checked
+                }
+                1 => {
+                    assert_eq!(batches, [17]);
+                    17 * checked
+                }
+                _ => {
+                    assert_eq!(batches, [8]);
+                    assert_eq!(f, 0.0, "get_rows is bit-exact: {c}");
+                    8 * c["k"].as_u64().unwrap()
+                }
+            };
+            assert_eq!(c["values"], outputs, "{c}");
+        }
+        // One op alone: one entry per tensor.
+        let o = run(&[
+            "verify",
+            p,
+            "--op",
+            "get_rows",
+            "--backend",
+            backend,
+            "--json",
+        ]);
+        ok(&o, backend);
+        let json: Json = serde_json::from_slice(&o.stdout).unwrap();
+        let checks = json["checks"].as_array().unwrap();
+        assert_eq!(checks.len(), file.tensors().len());
+        assert!(checks.iter().all(|c| c["op"] == "get_rows"));
+        for c in checks.iter().filter(|c| c["status"] != "skipped") {
+            assert_eq!(c["rows_checked"], c["rows"], "{c}");
+        }
     }
 }

@@ -408,6 +408,7 @@ const CLI_COMMANDS: &[&[&str]] = &[
         "cpu",
     ],
     &["verify", "{file}"],
+    &["verify", "{file}", "--op", "all"],
     &[
         "apply",
         "{file}",

@@ -29,7 +29,8 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Make the whole file (or a selection) GPU-resident, raw or dequantised, and report the speed.
     Load(LoadArgs),
-    /// Dequantise every tensor on the GPU and compare it bit-for-bit with the CPU codecs.
+    /// Dequantise every tensor on the GPU and compare it bit-for-bit with the CPU codecs, or with
+    /// `--op` run the inference kernels on every matrix against the CPU reference.
     Verify(VerifyArgs),
     /// Dequantise the whole model (or a selection) into a .safetensors file, GGUF metadata in
     /// `__metadata__`.
@@ -105,9 +106,26 @@ pub struct VerifyArgs {
     /// GPU backend [default: the one GGUF_DEQUANT_BACKEND names, else auto].
     #[arg(long, value_parser = backend::parser(GPU))]
     pub backend: Option<Backend>,
-    /// Output element type compared.
-    #[arg(long, default_value = "f32", value_parser = parse_dtype)]
+    /// Output element type compared (the dequantisation check; not with --op).
+    #[arg(long, default_value = "f32", value_parser = parse_dtype, conflicts_with = "op")]
     pub dtype: DType,
+    /// Instead of the dequantisation check: run this kernel (or `all` three) on every matrix (a
+    /// tensor of 2 or more dims, folded into rows of dims[0]) with seeded random inputs, against
+    /// the CPU f64 reference, within the f32 bound K·2⁻²³·Σ|w·x| (get_rows: bit for bit).
+    #[arg(long, value_enum, value_name = "OP")]
+    pub op: Option<VerifyOp>,
+    /// With --op: check at most this many rows of each tensor (a contiguous run at a seeded
+    /// position when the tensor has more).
+    #[arg(
+        long,
+        default_value_t = 256,
+        requires = "op",
+        value_parser = clap::value_parser!(u64).range(1..=65536)
+    )]
+    pub max_rows: u64,
+    /// With --op: the seed of the random inputs and row runs.
+    #[arg(long, default_value_t = 1, requires = "op")]
+    pub seed: u64,
     #[command(flatten)]
     pub report: Report,
 }
@@ -131,6 +149,42 @@ impl Op {
             Op::GetRows => "get_rows",
             Op::Matvec => "matvec",
             Op::Matmul => "matmul",
+        }
+    }
+}
+
+/// `verify --op`: one kernel or all three.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VerifyOp {
+    /// Matrix-vector products, batch 1 and 3.
+    Matvec,
+    /// Tiled matrix-matrix products, batch 17.
+    Matmul,
+    /// Row gathers (ids 0, N-1 and random ones), compared bit for bit.
+    #[value(name = "get_rows")]
+    GetRows,
+    /// matvec, matmul and get_rows.
+    All,
+}
+
+impl VerifyOp {
+    /// The kernels this choice runs, in report order.
+    pub fn ops(self) -> &'static [Op] {
+        match self {
+            VerifyOp::Matvec => &[Op::Matvec],
+            VerifyOp::Matmul => &[Op::Matmul],
+            VerifyOp::GetRows => &[Op::GetRows],
+            VerifyOp::All => &[Op::Matvec, Op::Matmul, Op::GetRows],
+        }
+    }
+
+    /// The choice's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            VerifyOp::Matvec => "matvec",
+            VerifyOp::Matmul => "matmul",
+            VerifyOp::GetRows => "get_rows",
+            VerifyOp::All => "all",
         }
     }
 }

@@ -9,6 +9,7 @@ mod inspect;
 mod load;
 mod selftest;
 mod verify;
+mod verify_kernels;
 
 use anyhow::Result;
 use gguf_dequant::gguf::TensorInfo;

@@ -1,4 +1,5 @@
-//! `verify`: every tensor dequantised on the GPU and compared bit-for-bit with the CPU codecs.
+//! `verify`: every tensor dequantised on the GPU and compared bit-for-bit with the CPU codecs
+//! (`--op`: the kernels instead, in [`super::verify_kernels`]).
 
 use std::io::Write;
 
@@ -13,8 +14,12 @@ use crate::backend::{self, GPU};
 use crate::progress::Progress;
 use crate::render::{self, describe, printable};
 
-/// Verifies `args.file`; an error when any tensor differs.
+/// Verifies `args.file` (with `--op`, its kernels: [`super::verify_kernels`]); an error when any
+/// tensor differs.
 pub fn run(args: &VerifyArgs) -> Result<()> {
+    if let Some(op) = args.op {
+        return super::verify_kernels::run(args, op);
+    }
     let backend = backend::choose(args.backend, GPU)?;
     let file = GgufFile::open(&args.file)?;
     let engine = GpuEngine::new(backend)?;
