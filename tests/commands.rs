@@ -1,6 +1,6 @@
 //! The tests that run the `gguf-dequant` binary as a user does: exit codes, one-line errors and
 //! outputs read back (by this crate and by numpy / safetensors), the hostile-file corpus, and the
-//! GPU commands (`selftest`, `adapters`, `verify`, `convert`, `load`, `bench`).
+//! GPU commands (`selftest`, `adapters`, `verify`, `convert`, `load`, `bench`, `apply`).
 //!
 //! One binary, one module per topic in `tests/commands/<topic>.rs` (a crate root's `mod x;` would
 //! look in `tests/`, hence the `#[path]`s); shared helpers in `tests/support/`.
@@ -8,6 +8,9 @@
 
 pub mod support;
 
+#[cfg(feature = "gpu")]
+#[path = "commands/apply.rs"]
+mod apply;
 #[cfg(feature = "gpu")]
 #[path = "commands/bench_cli.rs"]
 mod bench_cli;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use gguf_dequant::gpu::loader::{Residency, Source};
 use gguf_dequant::Selection;
 use gguf_dequant::{Backend, DType};
@@ -29,13 +29,17 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Make the whole file (or a selection) GPU-resident, raw or dequantised, and report the speed.
     Load(LoadArgs),
-    /// Dequantise every tensor on the GPU and compare it bit-for-bit with the CPU codecs.
+    /// Dequantise every tensor on the GPU and compare it bit-for-bit with the CPU codecs, or with
+    /// `--op` run the inference kernels on every matrix against the CPU reference.
     Verify(VerifyArgs),
     /// Dequantise the whole model (or a selection) into a .safetensors file, GGUF metadata in
     /// `__metadata__`.
     Convert(ConvertArgs),
     /// Dequantise tensors to .safetensors (any number), .npy or .bin (one tensor).
     Dequant(DequantArgs),
+    /// Run one kernel (get_rows, matvec, matmul) on one tensor with inputs from a .npy file, on the
+    /// GPU or with the CPU reference, and write the result as .npy.
+    Apply(ApplyArgs),
     /// Benchmark GPU dequantisation per adapter, format and dtype against two rooflines of the
     /// same traffic (a buffer copy, a shader copy) and the CPU codecs, or compare earlier reports.
     Bench(BenchArgs),
@@ -102,11 +106,117 @@ pub struct VerifyArgs {
     /// GPU backend [default: the one GGUF_DEQUANT_BACKEND names, else auto].
     #[arg(long, value_parser = backend::parser(GPU))]
     pub backend: Option<Backend>,
-    /// Output element type compared.
-    #[arg(long, default_value = "f32", value_parser = parse_dtype)]
+    /// Output element type compared (the dequantisation check; not with --op).
+    #[arg(long, default_value = "f32", value_parser = parse_dtype, conflicts_with = "op")]
     pub dtype: DType,
+    /// Instead of the dequantisation check: run this kernel (or `all` three) on every matrix (a
+    /// tensor of 2 or more dims, folded into rows of dims[0]) with seeded random inputs, against
+    /// the CPU f64 reference, within the f32 bound K·2⁻²³·Σ|w·x| (get_rows: bit for bit).
+    #[arg(long, value_enum, value_name = "OP")]
+    pub op: Option<VerifyOp>,
+    /// With --op: check at most this many rows of each tensor (a contiguous run at a seeded
+    /// position when the tensor has more).
+    #[arg(
+        long,
+        default_value_t = 256,
+        requires = "op",
+        value_parser = clap::value_parser!(u64).range(1..=65536)
+    )]
+    pub max_rows: u64,
+    /// With --op: the seed of the random inputs and row runs.
+    #[arg(long, default_value_t = 1, requires = "op")]
+    pub seed: u64,
     #[command(flatten)]
     pub report: Report,
+}
+
+/// A kernel of `apply`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Op {
+    /// Rows of the tensor by id: Y is [ids, K].
+    #[value(name = "get_rows")]
+    GetRows,
+    /// Y = W X with the matrix-vector kernel (any batch, in groups of 8 columns).
+    Matvec,
+    /// Y = W X with the tiled matrix-matrix kernel.
+    Matmul,
+}
+
+impl Op {
+    /// The kernel's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::GetRows => "get_rows",
+            Op::Matvec => "matvec",
+            Op::Matmul => "matmul",
+        }
+    }
+}
+
+/// `verify --op`: one kernel or all three.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VerifyOp {
+    /// Matrix-vector products, batch 1 and 3.
+    Matvec,
+    /// Tiled matrix-matrix products, batch 17.
+    Matmul,
+    /// Row gathers (ids 0, N-1 and random ones), compared bit for bit.
+    #[value(name = "get_rows")]
+    GetRows,
+    /// matvec, matmul and get_rows.
+    All,
+}
+
+impl VerifyOp {
+    /// The kernels this choice runs, in report order.
+    pub fn ops(self) -> &'static [Op] {
+        match self {
+            VerifyOp::Matvec => &[Op::Matvec],
+            VerifyOp::Matmul => &[Op::Matmul],
+            VerifyOp::GetRows => &[Op::GetRows],
+            VerifyOp::All => &[Op::Matvec, Op::Matmul, Op::GetRows],
+        }
+    }
+
+    /// The choice's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            VerifyOp::Matvec => "matvec",
+            VerifyOp::Matmul => "matmul",
+            VerifyOp::GetRows => "get_rows",
+            VerifyOp::All => "all",
+        }
+    }
+}
+
+/// `apply` options.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The GGUF file.
+    pub file: PathBuf,
+    /// The weight: a tensor of 2 or more dims [K, N, ...], taken as N·... rows of K values.
+    #[arg(long, value_name = "NAME")]
+    pub tensor: String,
+    /// The kernel.
+    #[arg(long, value_enum)]
+    pub op: Op,
+    /// X as .npy: for get_rows the row ids, a 1-D array of any integer dtype; for matvec and
+    /// matmul float32 [batch, K] (or [K]: batch 1), C or Fortran order.
+    #[arg(long, value_name = "X.npy")]
+    pub input: PathBuf,
+    /// Y as .npy (never an input file), float32: [batch, N], or [ids, K] for get_rows. Written
+    /// to a temporary name and renamed when complete.
+    #[arg(long, short, value_name = "Y.npy")]
+    pub out: PathBuf,
+    /// Where to run: a GPU adapter's kernels, or `cpu`, the f64 reference rounded to f32
+    /// (get_rows: the CPU codec's values), for every format [default: the one
+    /// GGUF_DEQUANT_BACKEND names, else auto: the best GPU adapter, or the CPU on a machine
+    /// without one].
+    #[arg(long, value_parser = backend::parser(DECODE))]
+    pub backend: Option<Backend>,
+    /// No summary line on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// `convert` options.

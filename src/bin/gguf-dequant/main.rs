@@ -5,6 +5,7 @@
 mod args;
 mod backend;
 mod commands;
+mod npy;
 mod progress;
 mod render;
 

@@ -2,12 +2,14 @@
 //! [`crate::render`].
 
 mod adapters;
+mod apply;
 mod bench;
 mod dequant;
 mod inspect;
 mod load;
 mod selftest;
 mod verify;
+mod verify_kernels;
 
 use anyhow::Result;
 use gguf_dequant::gguf::TensorInfo;
@@ -26,6 +28,7 @@ pub fn run(command: Command) -> Result<()> {
         Command::Verify(args) => verify::run(&args),
         Command::Convert(args) => dequant::convert(args),
         Command::Dequant(args) => dequant::dequant(args),
+        Command::Apply(args) => apply::run(&args),
         Command::Bench(args) => bench::run(&args),
     }
 }

@@ -1,4 +1,5 @@
-//! `verify`: every tensor dequantised on the GPU and compared bit-for-bit with the CPU codecs.
+//! `verify`: every tensor dequantised on the GPU and compared bit-for-bit with the CPU codecs
+//! (`--op`: the kernels instead, in [`super::verify_kernels`]).
 
 use std::io::Write;
 
@@ -11,10 +12,14 @@ use serde_json::{json, Value as Json};
 use crate::args::VerifyArgs;
 use crate::backend::{self, GPU};
 use crate::progress::Progress;
-use crate::render::{self, describe};
+use crate::render::{self, describe, printable};
 
-/// Verifies `args.file`; an error when any tensor differs.
+/// Verifies `args.file` (with `--op`, its kernels: [`super::verify_kernels`]); an error when any
+/// tensor differs.
 pub fn run(args: &VerifyArgs) -> Result<()> {
+    if let Some(op) = args.op {
+        return super::verify_kernels::run(args, op);
+    }
     let backend = backend::choose(args.backend, GPU)?;
     let file = GgufFile::open(&args.file)?;
     let engine = GpuEngine::new(backend)?;
@@ -34,7 +39,7 @@ pub fn run(args: &VerifyArgs) -> Result<()> {
         let mut out = render::stdout();
         let width = checks
             .iter()
-            .map(|c| c.name.len())
+            .map(|c| printable(&c.name).chars().count())
             .max()
             .unwrap_or(4)
             .max(4);
@@ -48,7 +53,7 @@ pub fn run(args: &VerifyArgs) -> Result<()> {
             writeln!(
                 out,
                 "{:<width$}  {:<7} {:>10} {:>10} {:>12} {:>8}  {}",
-                c.name,
+                printable(&c.name),
                 c.format.name(),
                 m.n_values,
                 m.mismatches,

@@ -194,7 +194,7 @@ pub fn write_text(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
 
 /// `s` as is, or with control characters escaped (`\n`, `\u{1b}`) when it has any: keys and
 /// tensor names come from the file and must not drive the terminal or split lines.
-fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     if s.chars().any(char::is_control) {
         std::borrow::Cow::Owned(s.escape_debug().to_string())
     } else {

@@ -11,6 +11,10 @@ use anyhow::Result;
 use gguf_dequant::gpu::GpuEngine;
 use serde_json::{json, Value as Json};
 
+/// File-controlled names for the terminal (kept in `inspect`, which the fuzz target compiles
+/// alone).
+pub use inspect::printable;
+
 /// Buffered, locked stdout.
 pub fn stdout() -> io::BufWriter<io::StdoutLock<'static>> {
     io::BufWriter::new(io::stdout().lock())
