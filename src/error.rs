@@ -251,7 +251,8 @@ pub enum GpuError {
         /// The buffer-size limit in use.
         limit: u64,
     },
-    /// A caller-owned buffer or offset breaks a rule of `GpuEngine::record`.
-    #[error("invalid dequant job: {0}")]
+    /// A job breaks a rule of the engine: a caller-owned buffer or offset of `GpuEngine::record`, or
+    /// a shape, batch, id or buffer of an inference kernel (`gpu::kernels`).
+    #[error("invalid GPU job: {0}")]
     InvalidJob(String),
 }

@@ -17,7 +17,13 @@
 //! Every kernel is recorded into the caller's encoder (`record_*`, on [`ResidentTensor`]s, also
 //! split ones or ones larger than a storage binding: each dispatch binds one run of whole rows)
 //! or run in one call (`matvec`, `matmul`, `get_rows`, `matvec_id`). A tensor the loader made
-//! resident dequantised (f32, f16, bf16) is multiplied as a weight of that format.
+//! resident dequantised (f32, f16, bf16) is multiplied as a weight of that format. Dims past the
+//! second are folded into rows (a `[K, N, E]` weight is `N · E` rows of `K`; ggml's `MUL_MAT`
+//! would instead broadcast E separate products), except in `matvec_id`, which reads them as
+//! experts.
+//!
+//! Out-of-range row and expert ids: the one-line calls refuse them with an error naming the id
+//! and its position; the recorded kernels, whose ids live in a GPU buffer, write NaN for them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
