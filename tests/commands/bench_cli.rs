@@ -1,5 +1,5 @@
 //! `gguf-dequant bench` as a user runs it, on lavapipe Vulkan and llvmpipe GL: a complete,
-//! well-formed JSON report (schema 2) for every format with a shader whose figures agree with
+//! well-formed JSON report (schema 3) for every format with a shader whose figures agree with
 //! each other (ratios = GB/s ÷ each roofline, the rotation rule), a valid SVG chart, and
 //! `--compare` of two reports. Structure and consistency only: speed is never asserted. A bench
 //! run also checks the shader-copy kernel's output word for word on each adapter before timing,
@@ -42,7 +42,7 @@ fn u(v: &Json, key: &str) -> u64 {
 
 /// The report's own fields: schema, tool, version, date (UTC, RFC 3339), host, sizes.
 fn check_header(json: &Json) {
-    assert_eq!(json["schema"], 2, "{json}");
+    assert_eq!(json["schema"], 3, "{json}");
     assert_eq!(json["tool"], "gguf-dequant");
     assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
     let date = json["date"].as_str().expect("date");
@@ -140,6 +140,11 @@ fn check_report(json: &Json, backend: &str, target: u64) {
     assert_eq!(a["backend"], backend);
     assert_eq!(u(a, "rotation_target_bytes"), target, "{a}");
     let results = json["results"].as_array().unwrap();
+    assert_eq!(
+        json["kernels"],
+        serde_json::json!([]),
+        "no kernels unless asked for"
+    );
     let shaders: Vec<Format> = gguf_dequant::formats::WITH_SHADER.to_vec();
     assert_eq!(
         results.len(),
@@ -388,7 +393,7 @@ fn bench_compare_rejects_unreadable_reports() {
             write("old.json", r#"{"adapters": [], "results": [], "runs": 7}"#),
             "no \"schema\" field",
         ),
-        (write("future.json", r#"{"schema": 3}"#), "schema 3"),
+        (write("future.json", r#"{"schema": 4}"#), "schema 4"),
         (
             write("partial.json", r#"{"schema": 2, "tool": "gguf-dequant"}"#),
             "missing field",
