@@ -1,6 +1,8 @@
 //! The cross-vendor benchmark behind `gguf-dequant bench`: GPU dequantisation throughput per
 //! adapter × format × output dtype, next to two rooflines of the same traffic on the same adapter
-//! (a buffer copy and a shader copy) and the CPU codecs on the same data.
+//! (a buffer copy and a shader copy) and the CPU codecs on the same data; and, when asked for
+//! ([`BenchConfig::kernels`]), the inference kernels (matvec, matmul, get_rows) on weights of real
+//! models' shapes ([`kernels`] says what those rows measure).
 //!
 //! # What is measured, and how
 //!
@@ -48,8 +50,13 @@
 //!   caller names them ([`BenchConfig::formats`]); "all" in the CLI means every format with a
 //!   shader.
 //!
+//! * **Kernels** ([`kernels`]): per adapter × format × weight shape, the dequantisation of that
+//!   tensor to f32 as above (the reference, with its rooflines), then each kernel over a rotation
+//!   of distinct weight copies planned with the same targets on the weight's bytes.
+//!
 //! A [`BenchReport`] is plain data: the command line renders it as a table, JSON or an SVG chart.
 
+pub mod kernels;
 mod measure;
 pub mod rotation;
 pub use measure::*;

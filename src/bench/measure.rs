@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use super::kernels::{KernelConfig, KernelResult, KernelRun};
 use super::rotation::{self, plan_rotation, Rotation, HOST_CAP};
 use super::values_for_mib;
 use crate::formats::sample::normal_blocks;
@@ -21,7 +22,7 @@ pub const MIN_RUNS: usize = 5;
 pub struct BenchConfig {
     /// Formats; those without a shader get CPU figures only.
     pub formats: Vec<Format>,
-    /// Output dtypes.
+    /// Output dtypes of the dequantisation rows; empty: none (kernel rows only).
     pub dtypes: Vec<DType>,
     /// Values per format (rounded up to whole blocks of 256 values by [`BenchConfig::new`]).
     pub n_values: u64,
@@ -34,6 +35,8 @@ pub struct BenchConfig {
     /// Traffic one timed run rotates through on every adapter; `None`: by device type
     /// ([`rotation::target_for`]).
     pub rotation_target: Option<u64>,
+    /// The inference kernels to time ([`super::kernels`]); none by default.
+    pub kernels: KernelConfig,
 }
 
 impl BenchConfig {
@@ -49,6 +52,7 @@ impl BenchConfig {
             warmup: 1,
             cpu: true,
             rotation_target: None,
+            kernels: KernelConfig::default(),
         }
     }
 }
@@ -206,7 +210,7 @@ impl BenchResult {
     }
 }
 
-fn gbps(bytes: u64, seconds: f64) -> f64 {
+pub(super) fn gbps(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / seconds.max(1e-12) / 1e9
 }
 
@@ -217,6 +221,8 @@ pub struct BenchReport {
     pub adapters: Vec<AdapterReport>,
     /// Rows: adapter-major, then format, then dtype; CPU-only formats last.
     pub results: Vec<BenchResult>,
+    /// Kernel rows: adapter-major, then format, shape, kernel and batch.
+    pub kernels: Vec<KernelResult>,
     /// Timed runs per measurement.
     pub runs: usize,
     /// Untimed runs before them.
@@ -242,6 +248,7 @@ pub fn run(
     adapters: &[BenchAdapter],
     progress: &dyn Fn(Step<'_>),
 ) -> Result<BenchReport> {
+    config.kernels.validate(&config.formats)?;
     let runs = config.runs.max(MIN_RUNS);
     let n_values = config.n_values.div_ceil(256).max(1) * 256;
     let shader: Vec<Format> = config
@@ -251,8 +258,10 @@ pub fn run(
         .filter(|&f| f.has_shader())
         .collect();
     let pairs = (config.formats.len() * config.dtypes.len()) as u64;
-    let total =
-        (adapters.len() * shader.len() * config.dtypes.len()) as u64 + pairs * config.cpu as u64;
+    let kernel_steps = config.kernels.steps() * config.kernels.shapes.len() as u64;
+    let total = (adapters.len() * shader.len()) as u64
+        * (config.dtypes.len() as u64 + kernel_steps)
+        + pairs * config.cpu as u64;
     let mut done = 0u64;
     let mut step = |what: String| {
         progress(Step {
@@ -288,6 +297,7 @@ pub fn run(
     };
 
     let mut results = Vec::new();
+    let mut kernels = Vec::new();
     for (index, adapter) in adapters.iter().enumerate() {
         let info = adapter.engine.adapter_info();
         let label = format!(
@@ -316,6 +326,21 @@ pub fn run(
                 });
             }
         }
+        if !config.kernels.ops.is_empty() {
+            let run = KernelRun {
+                adapter,
+                index,
+                config: &config.kernels,
+                target: adapter.rotation_target(config),
+                warmup: config.warmup,
+                runs,
+            };
+            for &format in &shader {
+                for &shape in &config.kernels.shapes {
+                    kernels.extend(run.measure(format, shape, &mut step)?);
+                }
+            }
+        }
     }
     for &format in config.formats.iter().filter(|&&f| !f.has_shader()) {
         for &dtype in &config.dtypes {
@@ -336,6 +361,7 @@ pub fn run(
     Ok(BenchReport {
         adapters: adapters.iter().map(|a| a.report(config)).collect(),
         results,
+        kernels,
         runs,
         warmup: config.warmup,
         cpu_threads: rayon::current_num_threads(),
@@ -582,7 +608,7 @@ fn copy_bytes(bytes: u64) -> u64 {
 }
 
 /// Median seconds of `runs` runs of `f` after `warmup` untimed ones, and how they were timed.
-fn median_of(
+pub(super) fn median_of(
     warmup: usize,
     runs: usize,
     mut f: impl FnMut() -> Result<(f64, Timing)>,
@@ -602,7 +628,7 @@ fn median_of(
 /// GPU time of `format` → `dtype` on `adapter`, of the shader copy with its traffic shape and of
 /// the buffer copy of the same traffic, each timed run rotating through enough buffer pairs to
 /// move `target` bytes.
-fn time_gpu(
+pub(super) fn time_gpu(
     adapter: &BenchAdapter,
     format: Format,
     dtype: DType,

@@ -1,8 +1,8 @@
 //! `gguf-dequant bench` as a user runs it, on lavapipe Vulkan and llvmpipe GL: a complete,
-//! well-formed JSON report (schema 2) for every format with a shader whose figures agree with
-//! each other (ratios = GB/s ÷ each roofline, the rotation rule), a valid SVG chart, and
-//! `--compare` of two reports. Structure and consistency only: speed is never asserted. A bench
-//! run also checks the shader-copy kernel's output word for word on each adapter before timing,
+//! well-formed JSON report (schema 3) for every format with a shader whose figures agree with
+//! each other (ratios = GB/s ÷ each roofline, the rotation rule), the kernel rows (`--kernels`)
+//! on a tiny shape, a valid SVG chart, and `--compare` of two reports (schema 2 and 3).
+//! Structure and consistency only: speed is never asserted. A bench run also checks the shader-copy kernel's output word for word on each adapter before timing,
 //! so every successful run here is that check passing on lavapipe and GL. No silent skips with
 //! `CI=true`.
 
@@ -42,7 +42,7 @@ fn u(v: &Json, key: &str) -> u64 {
 
 /// The report's own fields: schema, tool, version, date (UTC, RFC 3339), host, sizes.
 fn check_header(json: &Json) {
-    assert_eq!(json["schema"], 2, "{json}");
+    assert_eq!(json["schema"], 3, "{json}");
     assert_eq!(json["tool"], "gguf-dequant");
     assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
     let date = json["date"].as_str().expect("date");
@@ -140,6 +140,11 @@ fn check_report(json: &Json, backend: &str, target: u64) {
     assert_eq!(a["backend"], backend);
     assert_eq!(u(a, "rotation_target_bytes"), target, "{a}");
     let results = json["results"].as_array().unwrap();
+    assert_eq!(
+        json["kernels"],
+        serde_json::json!([]),
+        "no kernels unless asked for"
+    );
     let shaders: Vec<Format> = gguf_dequant::formats::WITH_SHADER.to_vec();
     assert_eq!(
         results.len(),
@@ -388,7 +393,7 @@ fn bench_compare_rejects_unreadable_reports() {
             write("old.json", r#"{"adapters": [], "results": [], "runs": 7}"#),
             "no \"schema\" field",
         ),
-        (write("future.json", r#"{"schema": 3}"#), "schema 3"),
+        (write("future.json", r#"{"schema": 4}"#), "schema 4"),
         (
             write("partial.json", r#"{"schema": 2, "tool": "gguf-dequant"}"#),
             "missing field",
@@ -428,6 +433,23 @@ fn bench_rejects_bad_arguments() {
         &["bench", "--runs", "3"][..],
         &["bench", "--rotate-mib", "0"][..],
         &["bench", "--compare"][..],
+        &["bench", "--kernels", "gemm"][..],
+        &["bench", "--kernels", ""][..],
+        &["bench", "--kernels", "matvec", "--batch", "9"][..],
+        &["bench", "--kernels", "matvec", "--shape", "4096x0"][..],
+        &["bench", "--kernels", "matvec", "--shape", "4096"][..],
+        &["bench", "--kernels", "matmul", "--matmul-batch", "0"][..],
+        &["bench", "--dtype", "none"][..],
+        // K must be whole blocks of every format.
+        &[
+            "bench",
+            "--types",
+            "q4_k",
+            "--kernels",
+            "matvec",
+            "--shape",
+            "96x64",
+        ][..],
     ] {
         let o = run(args);
         assert!(!o.status.success(), "{args:?} should fail");
@@ -462,4 +484,221 @@ fn values_for_mib_rounds_to_whole_workgroups() {
     assert_eq!(bench::values_for_mib(1.0), 1 << 18);
     assert_eq!(bench::values_for_mib(0.0), 256);
     assert_eq!(bench::values_for_mib(0.001) % 256, 0);
+}
+
+/// `r[key]` is positive and equals `num / den`.
+fn ratio(r: &Json, key: &str, num: f64, den: f64) {
+    close(positive(r, key, r), num / den, key, r);
+}
+
+/// Checks one kernel row of a run on `shape` with a rotation target of `target` bytes.
+fn check_kernel_row(r: &Json, (k, n): (u64, u64), target: u64) {
+    let f = Format::from_name(r["type"].as_str().unwrap()).unwrap();
+    let kernel = r["kernel"].as_str().unwrap();
+    assert_eq!((u(r, "k"), u(r, "n")), (k, n), "{r}");
+    assert!(r["timing"] == "timestamp" || r["timing"] == "wall", "{r}");
+    let batch = u(r, "batch");
+    let weight = u(r, "weight_bytes");
+    assert_eq!(
+        weight,
+        k * n / f.block_elems() as u64 * f.block_bytes() as u64,
+        "{r}"
+    );
+    let secs = positive(r, "seconds", r);
+    let bytes = u(r, "bytes");
+    let gbps = positive(r, "gb_per_s", r);
+    close(gbps, bytes as f64 / secs / 1e9, "gb_per_s", r);
+    // The reference: the same tensor dequantised to f32, with its rooflines.
+    let dequant_bytes = u(r, "dequant_bytes");
+    assert_eq!(dequant_bytes, weight + 4 * k * n, "{r}");
+    let dequant = positive(r, "dequant_gb_per_s", r);
+    close(
+        dequant,
+        dequant_bytes as f64 / positive(r, "dequant_seconds", r) / 1e9,
+        "dequant_gb_per_s",
+        r,
+    );
+    assert!(u(r, "dequant_rotation_pairs") >= 1, "{r}");
+    let (copy, shader) = (
+        positive(r, "copy_gb_per_s", r),
+        positive(r, "shader_copy_gb_per_s", r),
+    );
+    let pairs = u(r, "rotation_pairs");
+    assert!(pairs >= 1, "{r}");
+    if kernel == "matmul" {
+        for key in ["ratio_to_copy", "ratio_to_shader_copy", "ratio_to_dequant"] {
+            assert!(r[key].is_null(), "{key}: {r}");
+        }
+    } else {
+        ratio(r, "ratio_to_copy", gbps, copy);
+        ratio(r, "ratio_to_shader_copy", gbps, shader);
+        ratio(r, "ratio_to_dequant", gbps, dequant);
+        // The rotation rule on the weight's bytes.
+        assert!(
+            pairs * weight >= target || pairs == rotation::MAX_PAIRS,
+            "too few pairs: {r}"
+        );
+        assert!(pairs == 1 || (pairs - 1) * weight < target, "too many: {r}");
+    }
+    match kernel {
+        "matvec" | "matmul" => {
+            assert_eq!(bytes, weight, "{r}");
+            let flops = u(r, "flops");
+            assert_eq!(flops, 2 * k * n * batch, "{r}");
+            ratio(r, "gflops", flops as f64 / 1e9, secs);
+        }
+        "get_rows" => {
+            assert_eq!(bytes, batch * (weight / n + 4 * k), "{r}");
+            assert!(r["flops"].is_null() && r["gflops"].is_null(), "{r}");
+            assert_eq!(u(r, "rotation_bytes_per_run"), pairs * bytes, "{r}");
+        }
+        other => panic!("unknown kernel {other}: {r}"),
+    }
+    if kernel == "matvec" {
+        assert_eq!(u(r, "rotation_bytes_per_run"), pairs * weight, "{r}");
+    }
+    let unfused = ["unfused_dequant_seconds", "unfused_matvec_seconds"];
+    if kernel == "matvec" && f != Format::F16 {
+        let (d, m) = (positive(r, unfused[0], r), positive(r, unfused[1], r));
+        close(
+            positive(r, "unfused_seconds", r),
+            d + m,
+            "unfused_seconds",
+            r,
+        );
+        ratio(r, "fused_speedup", d + m, secs);
+        assert!(u(r, "unfused_rotation_pairs") >= 1, "{r}");
+    } else {
+        for key in unfused.into_iter().chain([
+            "unfused_seconds",
+            "fused_speedup",
+            "unfused_rotation_pairs",
+        ]) {
+            assert!(r[key].is_null(), "{key}: {r}");
+        }
+    }
+}
+
+/// `--kernels all` on a tiny shape: every kernel row in the JSON with figures that agree with
+/// their definitions, in the table and in the chart; `--compare` of it and of a schema 2 report
+/// (no kernel rows) prints the kernel tables with the report's own figures.
+#[test]
+fn bench_kernels_in_table_json_chart_and_compare() {
+    const TEST: &str = "bench_kernels_in_table_json_chart_and_compare";
+    let dir = tempfile::tempdir().unwrap();
+    for backend in BACKENDS {
+        if !have(backend, TEST) {
+            continue;
+        }
+        let path = dir.path().join(format!("{backend}-kernels.json"));
+        let svg = dir.path().join(format!("{backend}-kernels.svg"));
+        let out = bench_into(
+            backend,
+            &path,
+            &[
+                "--types",
+                "q4_0,f16",
+                "--dtype",
+                "none",
+                "--kernels",
+                "all",
+                "--shape",
+                "256x64",
+                "--batch",
+                "1,2",
+                "--matmul-batch",
+                "8",
+                "--rows",
+                "4",
+                "--runs",
+                "5",
+                "--svg",
+                svg.to_str().unwrap(),
+            ],
+        );
+        let json: Json = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        check_header(&json);
+        assert_eq!(json["results"], serde_json::json!([]), "--dtype none");
+        let rows = json["kernels"].as_array().unwrap();
+        let want = [("matvec", 1), ("matvec", 2), ("matmul", 8), ("get_rows", 4)];
+        assert_eq!(rows.len(), 2 * want.len(), "{json}");
+        for (t, (kernel, batch)) in ["Q4_0", "F16"]
+            .into_iter()
+            .flat_map(|t| want.iter().map(move |w| (t, *w)))
+        {
+            let r = rows
+                .iter()
+                .find(|r| r["type"] == t && r["kernel"] == kernel && r["batch"] == batch)
+                .unwrap_or_else(|| panic!("no {t} {kernel} ×{batch} row: {json}"));
+            assert_eq!(r["adapter"], 0, "{r}");
+            assert_eq!(r["backend"], backend, "{r}");
+            check_kernel_row(r, (256, 64), 1 << 20);
+            // The table has the row, with the report's ms.
+            let line = format!("{t:<8} {kernel:<8} {:<12} {batch:>5}", "256x64");
+            let l = out
+                .lines()
+                .find(|l| l.starts_with(&line))
+                .unwrap_or_else(|| panic!("{line} missing:\n{out}"));
+            let ms = format!("{:.3}", r["seconds"].as_f64().unwrap() * 1e3);
+            assert!(l.split_whitespace().any(|c| c == ms), "{ms} in {l}");
+        }
+        for line in [
+            "kernels on adapter 0:",
+            "matvec on adapter 0: ",
+            "kernels: weights [K, N]",
+        ] {
+            assert!(out.contains(line), "{line} missing:\n{out}");
+        }
+        // The adapter's rooflines come from the kernels' references when there is no
+        // dequantisation row.
+        positive(&json["adapters"][0], "shader_copy_gb_per_s", &json);
+        let s = std::fs::read_to_string(&svg).unwrap();
+        assert!(s.trim_end().ends_with("</svg>"));
+        for name in [
+            "matvec", "matmul", "get_rows", "GFLOPS", "256x64", "unfused",
+        ] {
+            assert!(s.contains(name), "{name} missing from the SVG");
+        }
+
+        // A schema 2 report (no kernels) beside it.
+        let mut old = json.clone();
+        old["schema"] = 2.into();
+        old.as_object_mut().unwrap().remove("kernels");
+        let old_path = dir.path().join(format!("{backend}-old.json"));
+        std::fs::write(&old_path, old.to_string()).unwrap();
+        let o = run(&[
+            "bench",
+            "--compare",
+            old_path.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let cmp = text(&o.stdout);
+        for header in ["A1 GB/s", "A1 GFLOPS"] {
+            assert!(cmp.contains(header), "{header} missing:\n{cmp}");
+        }
+        let q4 = rows
+            .iter()
+            .find(|r| r["type"] == "Q4_0" && r["kernel"] == "matvec" && r["batch"] == 1)
+            .unwrap();
+        let line = cmp
+            .lines()
+            .find(|l| l.starts_with("Q4_0     matvec   256x64           1"))
+            .unwrap_or_else(|| panic!("Q4_0 matvec missing:\n{cmp}"));
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        // type kernel shape batch, then A0 (the old report: none) and A1, 4 cells each.
+        assert_eq!(cells.len(), 4 + 2 * 4, "{line}");
+        assert_eq!(&cells[4..8], ["-"; 4], "{line}");
+        let f = |key: &str| format!("{:.2}", q4[key].as_f64().unwrap());
+        assert_eq!(
+            &cells[8..12],
+            [
+                f("gb_per_s"),
+                f("ratio_to_shader_copy"),
+                f("ratio_to_dequant"),
+                f("fused_speedup")
+            ],
+            "{line}"
+        );
+    }
 }

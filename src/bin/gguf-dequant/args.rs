@@ -41,7 +41,8 @@ pub enum Command {
     /// GPU or with the CPU reference, and write the result as .npy.
     Apply(ApplyArgs),
     /// Benchmark GPU dequantisation per adapter, format and dtype against two rooflines of the
-    /// same traffic (a buffer copy, a shader copy) and the CPU codecs, or compare earlier reports.
+    /// same traffic (a buffer copy, a shader copy) and the CPU codecs, and with `--kernels` the
+    /// inference kernels on real models' weight shapes; or compare earlier reports.
     Bench(BenchArgs),
 }
 
@@ -264,18 +265,24 @@ pub struct DequantArgs {
 /// `bench` options.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Merge the JSON reports of earlier runs (several machines, schema 2) into one table (and
-    /// `--svg` chart) without running anything.
+    /// Merge the JSON reports of earlier runs (several machines, schema 2 or 3) into one table
+    /// (and `--svg` chart) without running anything.
     #[arg(long, value_name = "REPORT.json", num_args = 1.., conflicts_with_all = [
         "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
+        "kernels", "shapes", "batch", "matmul_batch", "rows",
     ])]
     pub compare: Vec<PathBuf>,
     /// Formats (ggml names, comma-separated), or `all` = every format with a GPU shader. A named
     /// format without a shader gets CPU figures only.
     #[arg(long, default_value = "all", value_name = "LIST|all")]
     pub types: String,
-    /// Output dtypes: f32, f16, bf16, `both` (f32 and f16) or `all`.
-    #[arg(long, default_value = "both", value_name = "f32|f16|bf16|both|all")]
+    /// Output dtypes of the dequantisation rows: f32, f16, bf16, `both` (f32 and f16), `all`, or
+    /// `none` (kernel rows only).
+    #[arg(
+        long,
+        default_value = "both",
+        value_name = "f32|f16|bf16|both|all|none"
+    )]
     pub dtype: String,
     /// MiB of f32 output per format (fractions allowed, e.g. 0.25): the value count every format
     /// and dtype decodes.
@@ -295,6 +302,26 @@ pub struct BenchArgs {
     /// Skip the CPU codecs.
     #[arg(long)]
     pub no_cpu: bool,
+    /// Also time the inference kernels (comma-separated: matvec, matmul, get_rows, or `all`) on
+    /// weights of each `--shape`, beside the rooflines and the dequantiser on the same tensor
+    /// [default: none].
+    #[arg(long, value_name = "LIST|all")]
+    pub kernels: Option<String>,
+    /// Kernel weight shape KxN: N rows of K values (repeatable, or comma-separated) [default:
+    /// 4096x4096, 4096x14336 and 1024x151936].
+    #[arg(long = "shape", value_name = "KxN", value_delimiter = ',')]
+    pub shapes: Vec<String>,
+    /// Columns of the matvec rows, 1 to 8 (comma-separated: one row each).
+    #[arg(long, default_value = "1", value_name = "LIST", value_delimiter = ',',
+          value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub batch: Vec<u32>,
+    /// Columns of the matmul rows [default: 512; 32 on CPU adapters].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub matmul_batch: Option<u32>,
+    /// Rows each get_rows call gathers (random ids).
+    #[arg(long, default_value_t = 512, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub rows: u32,
     /// Time with the wall clock around submit-and-wait even where timestamp queries exist.
     #[arg(long)]
     pub wall: bool,

@@ -1,11 +1,13 @@
 //! `bench`: GPU dequantisation throughput per adapter × format × dtype, next to two rooflines of
-//! the same traffic (a buffer copy, a shader copy) and the CPU codecs. The table goes to stdout
+//! the same traffic (a buffer copy, a shader copy) and the CPU codecs, and with `--kernels` the
+//! inference kernels on weights of real models' shapes. The table goes to stdout
 //! (or the JSON with `--json -`), progress to stderr. `--compare` merges earlier reports instead.
 
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Result};
+use gguf_dequant::bench::kernels::{KernelConfig, KernelOp, WeightShape, DEFAULT_SHAPES};
 use gguf_dequant::bench::{self, BenchAdapter, BenchConfig};
 use gguf_dequant::{Backend, DType, Format};
 
@@ -23,6 +25,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let dtypes = match args.dtype.trim().to_ascii_lowercase().as_str() {
         "both" => vec![DType::F32, DType::F16],
         "all" => DType::ALL.to_vec(),
+        "none" => Vec::new(),
         one => vec![one.parse::<DType>().map_err(anyhow::Error::msg)?],
     };
     if !(args.mib > 0.0 && args.mib.is_finite()) {
@@ -33,6 +36,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         Some(_) => bail!("--rotate-mib must be a positive number of MiB"),
         None => None,
     };
+    let kernels = kernels(args)?;
+    if dtypes.is_empty() && kernels.ops.is_empty() {
+        bail!("--dtype none without --kernels: nothing to measure");
+    }
+    kernels
+        .validate(&formats)
+        .map_err(|e| anyhow::anyhow!("--shape: {e}"))?;
     let json_stdout = args.json.as_deref() == Some(Path::new("-"));
     let backend = backend::choose(args.backend, ADAPTERS)?;
     let adapters = if formats.iter().any(|&f| f.has_shader()) {
@@ -44,6 +54,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     config.runs = args.runs as usize;
     config.cpu = !args.no_cpu;
     config.rotation_target = rotation_target;
+    config.kernels = kernels;
 
     let bar = Progress::steps(args.quiet, json_stdout);
     let report = bench::run(&config, &adapters, &|s| bar.step(s.done, s.total, s.what))?;
@@ -108,4 +119,49 @@ fn formats(types: &str) -> Result<Vec<Format>> {
         bail!("--types: no type given");
     }
     Ok(formats)
+}
+
+/// `--kernels`, `--shape`, `--batch`, `--matmul-batch` and `--rows`.
+fn kernels(args: &BenchArgs) -> Result<KernelConfig> {
+    let mut config = KernelConfig {
+        matvec_batches: args.batch.clone(),
+        matmul_batch: args.matmul_batch,
+        get_rows: args.rows,
+        ..KernelConfig::default()
+    };
+    let mut seen = Vec::new();
+    config.matvec_batches.retain(|b| {
+        let new = !seen.contains(b);
+        seen.push(*b);
+        new
+    });
+    let Some(list) = &args.kernels else {
+        return Ok(config);
+    };
+    if list.trim().eq_ignore_ascii_case("all") {
+        config.ops = KernelOp::ALL.to_vec();
+    } else {
+        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match KernelOp::from_name(name) {
+                Some(k) if !config.ops.contains(&k) => config.ops.push(k),
+                Some(_) => {}
+                None => bail!("--kernels: unknown kernel `{name}` (matvec, matmul, get_rows, all)"),
+            }
+        }
+        if config.ops.is_empty() {
+            bail!("--kernels: no kernel given");
+        }
+    }
+    if !args.shapes.is_empty() {
+        config.shapes = Vec::new();
+        for s in &args.shapes {
+            let shape: WeightShape = s.parse().map_err(|e| anyhow::anyhow!("--shape: {e}"))?;
+            if !config.shapes.contains(&shape) {
+                config.shapes.push(shape);
+            }
+        }
+    } else {
+        config.shapes = DEFAULT_SHAPES.to_vec();
+    }
+    Ok(config)
 }

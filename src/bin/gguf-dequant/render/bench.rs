@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Result};
+use gguf_dequant::bench::kernels::{KernelOp, KernelResult};
 use gguf_dequant::bench::{BenchReport, BenchResult};
 use gguf_dequant::gpu::timing::Timing;
 use serde::{Deserialize, Serialize};
@@ -13,8 +14,12 @@ use serde_json::Value;
 
 /// The version of the report's JSON layout: 2 added `schema`, `tool`, `version`, `date`, `host`,
 /// `n_values`, `warmup`, the adapters' rooflines and rotation target, and the rows' shader copy
-/// and rotation. `--compare` reads this version only.
-pub const SCHEMA: u32 = 2;
+/// and rotation; 3 added `kernels` (the inference kernels' rows). `--compare` reads versions
+/// [`OLDEST_SCHEMA`] to this one (a schema 2 report has no kernel rows).
+pub const SCHEMA: u32 = 3;
+
+/// The oldest schema `--compare` reads.
+pub const OLDEST_SCHEMA: u32 = 2;
 
 /// A bench report as JSON (schema [`SCHEMA`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -41,6 +46,9 @@ pub struct Report {
     pub adapters: Vec<Adapter>,
     /// One row per adapter × format × dtype, then the CPU-only formats.
     pub results: Vec<Row>,
+    /// One row per adapter × format × shape × kernel × batch (schema 3; absent in schema 2).
+    #[serde(default)]
+    pub kernels: Vec<KernelRow>,
 }
 
 /// One adapter of a [`Report`].
@@ -58,7 +66,8 @@ pub struct Adapter {
     pub timing: String,
     /// Traffic each timed run aimed to rotate through.
     pub rotation_target_bytes: u64,
-    /// Median over this adapter's rows of the buffer-copy roofline, GB/s.
+    /// Median over this adapter's rows of the buffer-copy roofline, GB/s (without dequantisation
+    /// rows: over its kernel rows' references).
     pub copy_gb_per_s: Option<f64>,
     /// Median over this adapter's rows of the shader-copy roofline, GB/s.
     pub shader_copy_gb_per_s: Option<f64>,
@@ -114,6 +123,91 @@ pub struct Row {
     pub timing: Option<String>,
 }
 
+/// One (adapter, format, shape, kernel, batch) row of a [`Report`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KernelRow {
+    /// Index into [`Report::adapters`].
+    pub adapter: usize,
+    /// The adapter's backend.
+    pub backend: String,
+    /// ggml type name of the weight.
+    #[serde(rename = "type")]
+    pub format: String,
+    /// `matvec`, `matmul` or `get_rows`.
+    pub kernel: String,
+    /// Values per weight row.
+    pub k: u64,
+    /// Weight rows.
+    pub n: u64,
+    /// matvec, matmul: columns of X; get_rows: rows gathered per call.
+    pub batch: u32,
+    /// Bytes of the weight.
+    pub weight_bytes: u64,
+    /// Bytes `gb_per_s` counts per call: the weight (matvec, matmul), or the gathered rows'
+    /// blocks plus their f32 output (get_rows).
+    pub bytes: u64,
+    /// `2·K·N·batch` (matvec, matmul); `null` for get_rows.
+    pub flops: Option<u64>,
+    /// Median seconds of one call.
+    pub seconds: Option<f64>,
+    /// `bytes / seconds`, GB/s.
+    pub gb_per_s: Option<f64>,
+    /// `flops / seconds`, GFLOPS.
+    pub gflops: Option<f64>,
+    /// Bytes the dequantisation of the same tensor to f32 moved (the weight + 4·K·N).
+    pub dequant_bytes: u64,
+    /// Median seconds of that dequantisation.
+    pub dequant_seconds: Option<f64>,
+    /// `dequant_bytes / dequant_seconds`, GB/s.
+    pub dequant_gb_per_s: Option<f64>,
+    /// The buffer-copy roofline measured with that dequantisation, GB/s.
+    pub copy_gb_per_s: Option<f64>,
+    /// The shader-copy roofline measured with it, GB/s.
+    pub shader_copy_gb_per_s: Option<f64>,
+    /// `gb_per_s / copy_gb_per_s` (`null` for matmul).
+    pub ratio_to_copy: Option<f64>,
+    /// `gb_per_s / shader_copy_gb_per_s` (`null` for matmul).
+    pub ratio_to_shader_copy: Option<f64>,
+    /// `gb_per_s / dequant_gb_per_s` (`null` for matmul).
+    pub ratio_to_dequant: Option<f64>,
+    /// matvec: median seconds of the dequantisation to f16 (`null` otherwise, and for F16).
+    pub unfused_dequant_seconds: Option<f64>,
+    /// matvec: median seconds of the f16 matvec on that output.
+    pub unfused_matvec_seconds: Option<f64>,
+    /// Both.
+    pub unfused_seconds: Option<f64>,
+    /// `unfused_seconds / seconds`.
+    pub fused_speedup: Option<f64>,
+    /// Distinct weight copies each timed run went through.
+    pub rotation_pairs: u64,
+    /// `rotation_pairs × weight_bytes`.
+    pub rotation_bytes_per_run: u64,
+    /// Buffer pairs of the dequantisation's own rotation.
+    pub dequant_rotation_pairs: u64,
+    /// Distinct f16 copies of the unfused timings' rotation.
+    pub unfused_rotation_pairs: Option<u64>,
+    /// `timestamp` or `wall`.
+    pub timing: String,
+}
+
+impl KernelRow {
+    /// The row's shape as `KxN`.
+    pub fn shape(&self) -> String {
+        format!("{}x{}", self.k, self.n)
+    }
+
+    /// What identifies the row across reports: type, kernel, shape, batch.
+    pub fn key(&self) -> (String, String, u64, u64, u32) {
+        (
+            self.format.clone(),
+            self.kernel.clone(),
+            self.k,
+            self.n,
+            self.batch,
+        )
+    }
+}
+
 /// Where and when a report was made: what the library's [`BenchReport`] does not know.
 #[derive(Clone, Debug)]
 pub struct Meta {
@@ -166,6 +260,17 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
             .collect();
         median(v)
     };
+    // Without dequantisation rows: the rooflines measured with the kernels' references.
+    let of_kernels = |i: usize, f: fn(&KernelResult) -> f64| {
+        let v = report
+            .kernels
+            .iter()
+            .filter(|r| r.adapter == i)
+            .map(f)
+            .filter(|v| v.is_finite())
+            .collect();
+        median(v)
+    };
     let adapters = report
         .adapters
         .iter()
@@ -177,8 +282,10 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
             driver: a.driver.clone(),
             timing: a.timing.name().to_string(),
             rotation_target_bytes: a.rotation_target,
-            copy_gb_per_s: of(i, BenchResult::copy_gb_per_s),
-            shader_copy_gb_per_s: of(i, BenchResult::shader_copy_gb_per_s),
+            copy_gb_per_s: of(i, BenchResult::copy_gb_per_s)
+                .or_else(|| of_kernels(i, KernelResult::copy_gb_per_s)),
+            shader_copy_gb_per_s: of(i, BenchResult::shader_copy_gb_per_s)
+                .or_else(|| of_kernels(i, KernelResult::shader_copy_gb_per_s)),
         })
         .collect();
     let results = report
@@ -212,6 +319,11 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
             }
         })
         .collect();
+    let kernels = report
+        .kernels
+        .iter()
+        .map(|r| kernel_row(report, r))
+        .collect();
     Report {
         schema: SCHEMA,
         tool: env!("CARGO_PKG_NAME").to_string(),
@@ -224,6 +336,43 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
         cpu_threads: report.cpu_threads,
         adapters,
         results,
+        kernels,
+    }
+}
+
+fn kernel_row(report: &BenchReport, r: &KernelResult) -> KernelRow {
+    let u = r.unfused;
+    KernelRow {
+        adapter: r.adapter,
+        backend: report.adapters[r.adapter].backend.clone(),
+        format: r.format.name().to_string(),
+        kernel: r.op.name().to_string(),
+        k: r.shape.k,
+        n: r.shape.n,
+        batch: r.batch,
+        weight_bytes: r.weight_bytes,
+        bytes: r.bytes,
+        flops: r.flops,
+        seconds: finite(Some(r.seconds)),
+        gb_per_s: finite(Some(r.gb_per_s())),
+        gflops: finite(r.gflops()),
+        dequant_bytes: r.dequant_bytes,
+        dequant_seconds: finite(Some(r.dequant.seconds)),
+        dequant_gb_per_s: finite(Some(r.dequant_gb_per_s())),
+        copy_gb_per_s: finite(Some(r.copy_gb_per_s())),
+        shader_copy_gb_per_s: finite(Some(r.shader_copy_gb_per_s())),
+        ratio_to_copy: finite(r.ratio_to_copy()),
+        ratio_to_shader_copy: finite(r.ratio_to_shader_copy()),
+        ratio_to_dequant: finite(r.ratio_to_dequant()),
+        unfused_dequant_seconds: finite(u.map(|u| u.dequant_seconds)),
+        unfused_matvec_seconds: finite(u.map(|u| u.matvec_seconds)),
+        unfused_seconds: finite(u.map(|u| u.seconds())),
+        fused_speedup: finite(r.fused_speedup()),
+        rotation_pairs: r.rotation.pairs,
+        rotation_bytes_per_run: r.rotation.bytes_per_run,
+        dequant_rotation_pairs: r.dequant.rotation.pairs,
+        unfused_rotation_pairs: u.map(|u| u.rotation.pairs),
+        timing: r.timing.name().to_string(),
     }
 }
 
@@ -234,20 +383,22 @@ pub fn read_report(path: &Path) -> Result<Report> {
     let text = std::fs::read_to_string(path).map_err(|e| anyhow!("{name}: {e}"))?;
     let value: Value =
         serde_json::from_str(&text).map_err(|e| anyhow!("{name}: not a JSON file ({e})"))?;
-    match value.get("schema").map(Value::as_u64) {
+    let schema = match value.get("schema").map(Value::as_u64) {
         None => bail!(
-            "{name}: not a bench report of schema {SCHEMA} (no \"schema\" field: reports \
-             from before schema {SCHEMA} cannot be compared; run the bench again)"
+            "{name}: not a bench report of schema {OLDEST_SCHEMA} to {SCHEMA} (no \"schema\" \
+             field: reports from before schema {OLDEST_SCHEMA} cannot be compared; run the bench \
+             again)"
         ),
-        Some(Some(n)) if n == u64::from(SCHEMA) => {}
+        Some(Some(n)) if (u64::from(OLDEST_SCHEMA)..=u64::from(SCHEMA)).contains(&n) => n,
         Some(n) => bail!(
-            "{name}: bench report schema {}, this gguf-dequant {} reads schema {SCHEMA}",
+            "{name}: bench report schema {}, this gguf-dequant {} reads schemas {OLDEST_SCHEMA} \
+             to {SCHEMA}",
             n.map_or_else(|| value["schema"].to_string(), |n| n.to_string()),
             env!("CARGO_PKG_VERSION")
         ),
-    }
+    };
     let report: Report = serde_json::from_value(value)
-        .map_err(|e| anyhow!("{name}: not a bench report of schema {SCHEMA} ({e})"))?;
+        .map_err(|e| anyhow!("{name}: not a bench report of schema {schema} ({e})"))?;
     if let Some(r) = report
         .results
         .iter()
@@ -257,6 +408,20 @@ pub fn read_report(path: &Path) -> Result<Report> {
             "{name}: a {} {} row names adapter {:?} of {}",
             r.format,
             r.dtype,
+            r.adapter,
+            report.adapters.len()
+        );
+    }
+    if let Some(r) = report
+        .kernels
+        .iter()
+        .find(|r| r.adapter >= report.adapters.len())
+    {
+        bail!(
+            "{name}: a {} {} {} row names adapter {} of {}",
+            r.format,
+            r.kernel,
+            r.shape(),
             r.adapter,
             report.adapters.len()
         );
@@ -312,7 +477,7 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
     for (i, a) in report.adapters.iter().enumerate() {
         writeln!(
             out,
-            "adapter {i}: {} ({}, {}, driver {}); GPU times from {}; {n_values} values per format",
+            "adapter {i}: {} ({}, {}, driver {}); GPU times from {}{}",
             a.name,
             a.backend,
             a.device_type,
@@ -320,14 +485,21 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
             match a.timing {
                 Timing::Timestamp => "timestamp queries",
                 Timing::Wall => "the wall clock around submit-and-wait",
+            },
+            if report.results.is_empty() {
+                String::new()
+            } else {
+                format!("; {n_values} values per format")
             }
         )?;
-        header(out)?;
         let rows: Vec<&BenchResult> = report
             .results
             .iter()
             .filter(|r| r.adapter == Some(i))
             .collect();
+        if !rows.is_empty() {
+            header(out)?;
+        }
         for r in &rows {
             writeln!(
                 out,
@@ -346,6 +518,13 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
                 fmt(r.cpu_1t_gb_per_s, 2),
                 fmt(r.cpu_mt_gb_per_s, 2),
             )?;
+        }
+        let kernels: Vec<&KernelResult> =
+            report.kernels.iter().filter(|r| r.adapter == i).collect();
+        if rows.is_empty() {
+            write_kernels(&kernels, i, out)?;
+            writeln!(out)?;
+            continue;
         }
         writeln!(
             out,
@@ -372,6 +551,7 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
             ),
             mib(a.rotation_target),
         )?;
+        write_kernels(&kernels, i, out)?;
         writeln!(out)?;
     }
     let cpu_only: Vec<&BenchResult> = report.results.iter().filter(|r| r.gpu.is_none()).collect();
@@ -399,15 +579,99 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
         }
         writeln!(out)?;
     }
+    if !report.results.is_empty() {
+        writeln!(
+            out,
+            "GB/s = (bytes in + bytes out) / time, median of {} runs, each over `pairs` distinct \
+             buffer pairs; copy = copy_buffer_to_buffer of (in + out) / 2 bytes on the same \
+             adapter (the same read + written traffic); shader = a WGSL streaming kernel reading \
+             the quantised bytes and writing the output bytes (the dequantisers' workgroups, \
+             vec4 stores and windows); ×copy, ×shad = GB/s ÷ those",
+            report.runs
+        )?;
+    }
+    if !report.kernels.is_empty() {
+        writeln!(
+            out,
+            "kernels: weights [K, N] = N rows of K values, X and Y f32; ms per call, median of {} \
+             runs, each over `pairs` distinct weight copies; GB/s = weight bytes / time \
+             (get_rows: the gathered rows' blocks + their f32 output); GFLOPS = 2·K·N·batch / \
+             time; ×copy, ×shad = GB/s ÷ the rooflines measured with the dequantisation of the \
+             same tensor to f32, ×deq = GB/s ÷ that dequantisation's GB/s (in + out); f16 deq, \
+             f16 mv = the unfused path (dequantise to f16, then the f16 matvec, our kernels, \
+             each timed over `pairs` f16 copies), fused× = (f16 deq + f16 mv) ÷ ms",
+            report.runs
+        )?;
+    }
+    Ok(())
+}
+
+/// Formats an optional figure in a cell of `width`.
+fn cell(x: Option<f64>, prec: usize, width: usize) -> String {
+    format!("{:>width$}", fmt(x, prec))
+}
+
+/// The kernel rows of adapter `i`, with the dequantisation of the same tensors.
+fn write_kernels(rows: &[&KernelResult], i: usize, out: &mut dyn Write) -> std::io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "kernels on adapter {i}:")?;
     writeln!(
         out,
-        "GB/s = (bytes in + bytes out) / time, median of {} runs, each over `pairs` distinct \
-         buffer pairs; copy = copy_buffer_to_buffer of (in + out) / 2 bytes on the same adapter \
-         (the same read + written traffic); shader = a WGSL streaming kernel reading the \
-         quantised bytes and writing the output bytes (the dequantisers' workgroups, vec4 \
-         stores and windows); ×copy, ×shad = GB/s ÷ those",
-        report.runs
+        "{:<8} {:<8} {:<12} {:>5} {:>7} {:>9} {:>7} {:>7} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>5} {:>8}",
+        "type",
+        "kernel",
+        "K×N",
+        "batch",
+        "wt MiB",
+        "ms",
+        "GB/s",
+        "GFLOPS",
+        "×copy",
+        "×shad",
+        "×deq",
+        "f16 deq",
+        "f16 mv",
+        "fused×",
+        "pairs",
+        "deq GB/s",
     )?;
+    for r in rows {
+        let u = r.unfused;
+        writeln!(
+            out,
+            "{:<8} {:<8} {:<12} {:>5} {:>7.2} {} {} {} {} {} {} {} {} {} {:>5} {}",
+            r.format.name(),
+            r.op.name(),
+            r.shape.to_string(),
+            r.batch,
+            mib(r.weight_bytes),
+            cell(Some(r.seconds * 1e3), 3, 9),
+            cell(Some(r.gb_per_s()), 2, 7),
+            cell(r.gflops(), 2, 7),
+            cell(r.ratio_to_copy(), 3, 6),
+            cell(r.ratio_to_shader_copy(), 2, 6),
+            cell(r.ratio_to_dequant(), 2, 6),
+            cell(u.map(|u| u.dequant_seconds * 1e3), 3, 9),
+            cell(u.map(|u| u.matvec_seconds * 1e3), 3, 9),
+            cell(r.fused_speedup(), 2, 6),
+            r.rotation.pairs,
+            cell(Some(r.dequant_gb_per_s()), 2, 8),
+        )?;
+    }
+    let matvec: Vec<&&KernelResult> = rows.iter().filter(|r| r.op == KernelOp::MatVec).collect();
+    if !matvec.is_empty() {
+        writeln!(
+            out,
+            "matvec on adapter {i}: {} GB/s of weights = {} of the shader copy, {} of the \
+             dequantiser on the same tensor; fused {}× faster than dequantise-to-f16 + f16 matvec",
+            range(matvec.iter().map(|r| Some(r.gb_per_s())), 2),
+            range(matvec.iter().map(|r| r.ratio_to_shader_copy()), 2),
+            range(matvec.iter().map(|r| r.ratio_to_dequant()), 2),
+            range(matvec.iter().map(|r| r.fused_speedup()), 2),
+        )?;
+    }
     Ok(())
 }
 
@@ -449,7 +713,7 @@ pub fn write_compare(reports: &[(String, Report)], out: &mut dyn Write) -> std::
             writeln!(
                 out,
                 "A{}: {}\n    {}, driver {}, {} timing; host {}, gguf-dequant {}, {} ({file})\n    \
-                 {} values, rotation target {:.0} MiB; rooflines (median): buffer copy {} GB/s, \
+                 {}, rotation target {:.0} MiB; rooflines (median): buffer copy {} GB/s, \
                  shader copy {} GB/s",
                 columns.len(),
                 adapter_label(r, a, hosts),
@@ -459,13 +723,21 @@ pub fn write_compare(reports: &[(String, Report)], out: &mut dyn Write) -> std::
                 r.host.as_deref().unwrap_or("?"),
                 r.version,
                 r.date,
-                r.n_values,
+                if r.results.is_empty() {
+                    "kernels only".to_string()
+                } else {
+                    format!("{} values", r.n_values)
+                },
                 mib(a.rotation_target_bytes),
                 fmt(a.copy_gb_per_s, 2),
                 fmt(a.shader_copy_gb_per_s, 2),
             )?;
             columns.push((r, i));
         }
+    }
+    let pairs = gpu_pairs(reports);
+    if pairs.is_empty() {
+        return write_compare_kernels(&columns, out);
     }
     write!(out, "{:<8} {:<5}", "type", "dtype")?;
     for j in 0..columns.len() {
@@ -478,7 +750,7 @@ pub fn write_compare(reports: &[(String, Report)], out: &mut dyn Write) -> std::
         )?;
     }
     writeln!(out)?;
-    for (format, dtype) in gpu_pairs(reports) {
+    for (format, dtype) in pairs {
         write!(out, "{format:<8} {dtype:<5}")?;
         for &(r, i) in &columns {
             let row = r
@@ -497,5 +769,124 @@ pub fn write_compare(reports: &[(String, Report)], out: &mut dyn Write) -> std::
         "GB/s = (bytes in + bytes out) / time; ×copy = ÷ copy_buffer_to_buffer of the same \
          traffic, ×shad = ÷ the shader copy of the same traffic, each on its own adapter"
     )?;
+    write_compare_kernels(&columns, out)
+}
+
+/// The kernel rows' keys (type, kernel, shape, batch) of every report, in order of first
+/// appearance; a matmul's batch may differ by adapter (32 columns on a CPU adapter), so matmul
+/// keys leave it out (0).
+pub fn kernel_keys(reports: &[&Report]) -> Vec<(String, String, u64, u64, u32)> {
+    let mut keys = Vec::new();
+    for r in reports.iter().flat_map(|r| &r.kernels) {
+        let key = compare_key(r);
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys
+}
+
+fn compare_key(r: &KernelRow) -> (String, String, u64, u64, u32) {
+    let mut key = r.key();
+    if r.kernel == KernelOp::MatMul.name() {
+        key.4 = 0;
+    }
+    key
+}
+
+/// `--compare`'s kernel sub-tables, one per kernel: matvec and get_rows with GB/s, ×shad, ×deq
+/// (and matvec's fused×), matmul with GFLOPS and its batch, one column group per adapter.
+fn write_compare_kernels(columns: &[(&Report, usize)], out: &mut dyn Write) -> std::io::Result<()> {
+    let mut reports: Vec<&Report> = columns.iter().map(|(r, _)| *r).collect();
+    reports.dedup_by(|a, b| std::ptr::eq(*a, *b));
+    let keys = kernel_keys(&reports);
+    for op in KernelOp::ALL {
+        let keys: Vec<_> = keys.iter().filter(|k| k.1 == op.name()).collect();
+        if keys.is_empty() {
+            continue;
+        }
+        writeln!(out)?;
+        write!(
+            out,
+            "{:<8} {:<8} {:<12} {:>5}",
+            "type", "kernel", "K×N", "batch"
+        )?;
+        for j in 0..columns.len() {
+            match op {
+                KernelOp::MatVec => write!(
+                    out,
+                    " {:>8} {:>6} {:>6} {:>6}",
+                    format!("A{j} GB/s"),
+                    "×shad",
+                    "×deq",
+                    "fused×"
+                )?,
+                KernelOp::GetRows => write!(
+                    out,
+                    " {:>8} {:>6} {:>6}",
+                    format!("A{j} GB/s"),
+                    "×shad",
+                    "×deq"
+                )?,
+                KernelOp::MatMul => write!(out, " {:>10} {:>5}", format!("A{j} GFLOPS"), "batch")?,
+            }
+        }
+        writeln!(out)?;
+        for key in keys {
+            let batch = if key.4 == 0 {
+                "-".to_string()
+            } else {
+                key.4.to_string()
+            };
+            write!(
+                out,
+                "{:<8} {:<8} {:<12} {:>5}",
+                key.0,
+                key.1,
+                format!("{}x{}", key.2, key.3),
+                batch
+            )?;
+            for &(r, i) in columns {
+                let row = r
+                    .kernels
+                    .iter()
+                    .find(|x| x.adapter == i && compare_key(x) == *key);
+                let get = |f: fn(&KernelRow) -> Option<f64>| row.and_then(f);
+                match op {
+                    KernelOp::MatVec => write!(
+                        out,
+                        " {:>8} {:>6} {:>6} {:>6}",
+                        fmt(get(|x| x.gb_per_s), 2),
+                        fmt(get(|x| x.ratio_to_shader_copy), 2),
+                        fmt(get(|x| x.ratio_to_dequant), 2),
+                        fmt(get(|x| x.fused_speedup), 2),
+                    )?,
+                    KernelOp::GetRows => write!(
+                        out,
+                        " {:>8} {:>6} {:>6}",
+                        fmt(get(|x| x.gb_per_s), 2),
+                        fmt(get(|x| x.ratio_to_shader_copy), 2),
+                        fmt(get(|x| x.ratio_to_dequant), 2),
+                    )?,
+                    KernelOp::MatMul => write!(
+                        out,
+                        " {:>10} {:>5}",
+                        fmt(get(|x| x.gflops), 2),
+                        row.map_or("-".to_string(), |x| x.batch.to_string()),
+                    )?,
+                }
+            }
+            writeln!(out)?;
+        }
+    }
+    if !keys.is_empty() {
+        writeln!(
+            out,
+            "kernels: GB/s = weight bytes / time (get_rows: rows read + f32 written); ×shad = ÷ \
+             the shader copy, ×deq = ÷ the dequantisation of the same tensor to f32 (in + out), \
+             each on its own adapter; fused× = (dequantise to f16 + f16 matvec) ÷ the fused \
+             matvec; GFLOPS = 2·K·N·batch / time"
+        )?;
+    }
     Ok(())
 }

@@ -1,12 +1,16 @@
-//! `bench`'s chart: GB/s per format and adapter, with both rooflines, as an SVG file. It draws
-//! JSON reports ([`super::bench::Report`]): one run's, or several for `--compare`.
+//! `bench`'s chart: GB/s per format and adapter, with both rooflines, as an SVG file, and below
+//! them one panel per inference kernel (matvec and get_rows GB/s with the rooflines, matmul
+//! GFLOPS). It draws JSON reports ([`super::bench::Report`]): one run's, or several for
+//! `--compare`.
 
 use std::path::Path;
 
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use super::bench::{adapter_label, gpu_pairs, several_hosts, Report, Row};
+use gguf_dequant::bench::kernels::KernelOp;
+
+use super::bench::{adapter_label, gpu_pairs, kernel_keys, several_hosts, KernelRow, Report, Row};
 
 const PALETTE: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
@@ -26,6 +30,7 @@ struct Series<'a> {
     label: String,
     colour: RGBColor,
     rows: Vec<&'a Row>,
+    kernels: Vec<&'a KernelRow>,
     cpu: bool,
 }
 
@@ -47,6 +52,18 @@ impl Series<'_> {
     }
 }
 
+type KernelKey = (String, String, u64, u64, u32);
+
+/// The kernel row of `s` with `key` (a matmul key's batch 0 matches any batch).
+fn row<'a>(s: &Series<'a>, key: &KernelKey) -> Option<&'a KernelRow> {
+    s.kernels.iter().copied().find(|r| {
+        r.format == key.0
+            && r.kernel == key.1
+            && (r.k, r.n) == (key.2, key.3)
+            && (key.4 == 0 || r.batch == key.4)
+    })
+}
+
 fn series(reports: &[(String, Report)]) -> Vec<Series<'_>> {
     let hosts = several_hosts(reports);
     let mut out = Vec::new();
@@ -56,6 +73,7 @@ fn series(reports: &[(String, Report)]) -> Vec<Series<'_>> {
                 label: adapter_label(r, a, hosts),
                 colour: PALETTE[out.len() % PALETTE.len()],
                 rows: r.results.iter().filter(|x| x.adapter == Some(i)).collect(),
+                kernels: r.kernels.iter().filter(|x| x.adapter == i).collect(),
                 cpu: false,
             });
         }
@@ -77,6 +95,7 @@ fn series(reports: &[(String, Report)]) -> Vec<Series<'_>> {
                 label: format!("CPU codecs, {} threads{host}", r.cpu_threads),
                 colour: CPU_COLOUR,
                 rows,
+                kernels: Vec::new(),
                 cpu: true,
             });
         }
@@ -105,17 +124,159 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
             formats.push(f);
         }
     }
-    if dtypes.is_empty() {
+    let all: Vec<&Report> = reports.iter().map(|(_, r)| r).collect();
+    let keys = kernel_keys(&all);
+    let ops: Vec<KernelOp> = KernelOp::ALL
+        .into_iter()
+        .filter(|op| keys.iter().any(|k| k.1 == op.name()))
+        .collect();
+    if dtypes.is_empty() && ops.is_empty() {
         return Err("no GPU results to draw".into());
     }
     let series = series(reports);
     let panel_h = 440u32;
-    let width = (220 + 70 * formats.len() as u32).max(900) + LEGEND_W;
-    let root = SVGBackend::new(path, (width, panel_h * dtypes.len() as u32)).into_drawing_area();
+    let most_keys = ops
+        .iter()
+        .map(|op| keys.iter().filter(|k| k.1 == op.name()).count())
+        .max()
+        .unwrap_or(0) as u32;
+    let width = (220 + 70 * formats.len() as u32)
+        .max(220 + 110 * most_keys)
+        .max(900)
+        + LEGEND_W;
+    let n_panels = (dtypes.len() + ops.len()) as u32;
+    let root = SVGBackend::new(path, (width, panel_h * n_panels)).into_drawing_area();
     root.fill(&WHITE)?;
     let (plots, legend) = root.split_horizontally(width - LEGEND_W);
-    let panels = plots.split_evenly((dtypes.len(), 1));
+    let panels = plots.split_evenly((n_panels as usize, 1));
     let bar_w = 0.8 / series.len().max(1) as f64;
+    let gpu_series: Vec<&Series<'_>> = series.iter().filter(|s| !s.cpu).collect();
+    for (panel, &op) in panels[dtypes.len()..].iter().zip(&ops) {
+        let keys: Vec<_> = keys.iter().filter(|k| k.1 == op.name()).collect();
+        // Only the adapters with rows of this kernel get a bar slot.
+        let gpu_series: Vec<&Series<'_>> = gpu_series
+            .iter()
+            .copied()
+            .filter(|s| keys.iter().any(|k| row(s, k).is_some()))
+            .collect();
+        let bar = |r: &KernelRow| match op {
+            KernelOp::MatMul => r.gflops,
+            _ => r.gb_per_s,
+        };
+        let unfused = |r: &KernelRow| {
+            r.unfused_seconds
+                .filter(|&t| t > 0.0)
+                .map(|t| r.weight_bytes as f64 / t / 1e9)
+        };
+        let (mut y_min, mut y_max) = (f64::INFINITY, 0f64);
+        for s in &gpu_series {
+            for key in &keys {
+                let Some(r) = row(s, key) else { continue };
+                let v = match op {
+                    KernelOp::MatMul => vec![r.gflops],
+                    _ => vec![
+                        r.gb_per_s,
+                        r.copy_gb_per_s,
+                        r.shader_copy_gb_per_s,
+                        unfused(r),
+                    ],
+                };
+                for v in v
+                    .into_iter()
+                    .flatten()
+                    .filter(|v| v.is_finite() && *v > 0.0)
+                {
+                    y_min = y_min.min(v);
+                    y_max = y_max.max(v);
+                }
+            }
+        }
+        if y_max <= 0.0 {
+            (y_min, y_max) = (0.1, 1.0);
+        }
+        let (y_min, y_max) = (y_min / 2.0, y_max * 2.0);
+        let caption = match op {
+            KernelOp::MatVec => {
+                "matvec: GB/s of weights read, log scale; dashed: buffer copy, solid: shader \
+                 copy; circle: dequantise to f16 + f16 matvec"
+                    .to_string()
+            }
+            KernelOp::MatMul => "matmul: GFLOPS (2·K·N·batch / time), log scale".to_string(),
+            KernelOp::GetRows => "get_rows: GB/s of (rows read + f32 written), log scale; dashed: \
+                 buffer copy, solid: shader copy"
+                .to_string(),
+        };
+        let mut chart = ChartBuilder::on(panel)
+            .caption(caption, ("sans-serif", 15))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0f64..keys.len() as f64, (y_min..y_max).log_scale())?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc(if op == KernelOp::MatMul {
+                "GFLOPS"
+            } else {
+                "GB/s"
+            })
+            .draw()?;
+        chart.draw_series(keys.iter().enumerate().map(|(i, k)| {
+            let line2 = if k.4 == 0 {
+                format!("{}x{}", k.2, k.3)
+            } else {
+                format!("{}x{} ×{}", k.2, k.3, k.4)
+            };
+            EmptyElement::at((i as f64 + 0.5, y_min))
+                + Text::new(
+                    k.0.clone(),
+                    (-(k.0.len() as i32) * 3, 6),
+                    ("sans-serif", 12).into_font(),
+                )
+                + Text::new(
+                    line2.clone(),
+                    (-(line2.chars().count() as i32) * 3, 20),
+                    ("sans-serif", 11).into_font(),
+                )
+        }))?;
+        let bar_w = 0.8 / gpu_series.len().max(1) as f64;
+        for (j, s) in gpu_series.iter().enumerate() {
+            chart.draw_series(keys.iter().enumerate().filter_map(|(i, key)| {
+                let v = bar(row(s, key)?)?;
+                let x0 = i as f64 + 0.1 + j as f64 * bar_w;
+                Some(Rectangle::new(
+                    [(x0, y_min), (x0 + bar_w, v)],
+                    s.colour.filled(),
+                ))
+            }))?;
+            chart.draw_series(keys.iter().enumerate().filter_map(|(i, key)| {
+                let v = unfused(row(s, key)?)?;
+                let x = i as f64 + 0.1 + (j as f64 + 0.5) * bar_w;
+                Some(Circle::new((x, v), 5, BLACK.stroke_width(2)))
+            }))?;
+        }
+        if op != KernelOp::MatMul {
+            for s in &gpu_series {
+                for (i, key) in keys.iter().enumerate() {
+                    let Some(r) = row(s, key) else { continue };
+                    let (x0, x1) = (i as f64 + 0.05, i as f64 + 0.95);
+                    let style = s.colour.stroke_width(2);
+                    if let Some(v) = r.copy_gb_per_s {
+                        chart.draw_series(DashedLineSeries::new(
+                            [(x0, v), (x1, v)],
+                            8,
+                            4,
+                            style,
+                        ))?;
+                    }
+                    if let Some(v) = r.shader_copy_gb_per_s {
+                        chart.draw_series(LineSeries::new([(x0, v), (x1, v)], style))?;
+                    }
+                }
+            }
+        }
+    }
     for (panel, &dtype) in panels.iter().zip(&dtypes) {
         // Log scale: on a software adapter the buffer copy runs ~50x faster than any shader,
         // and a linear axis would flatten every bar.
@@ -219,6 +380,14 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
             ))?;
             y += 24;
         }
+    }
+    if ops.contains(&KernelOp::MatVec) {
+        legend.draw(&Circle::new((18, y), 5, BLACK.stroke_width(2)))?;
+        legend.draw(&Text::new(
+            "matvec unfused: dequantise to f16 + f16 matvec",
+            (34, y - 7),
+            font.clone(),
+        ))?;
     }
     root.present()?;
     Ok(())
