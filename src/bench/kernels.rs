@@ -22,11 +22,11 @@
 //!   dequantisation of the same weight to f16 into a buffer, then the f16 matvec on that buffer
 //!   with our own kernel, each timed on its own over a rotation of f16 copies (planned on the f16
 //!   bytes); `fused_speedup` = (dequant + f16 matvec) / fused time.
-//! * **matmul** (tiled, `batch` columns, by default [`DEFAULT_MATMUL_BATCH`] on GPUs and
+//! * **matmul** (`batch` columns, by default [`DEFAULT_MATMUL_BATCH`] on GPUs and
 //!   [`CPU_MATMUL_BATCH`] on CPU adapters): `gflops`; `gb_per_s` is the weight's bytes / time,
 //!   and no ratios (the product is bound by arithmetic, not bandwidth). Its rotation counts the
-//!   bytes the tiled kernel loads and stores ([`matmul_traffic`]: the weight once per 32-column
-//!   tile, X once per 32-row tile, Y once) against the same target, so a timed run of 512-column
+//!   bytes the kernel loads and stores ([`matmul_traffic`]: the weight once per column pass, X
+//!   once per row pass, Y once; passes of [`crate::gpu::GpuEngine::matmul_tile`]) against the same target, so a timed run of 512-column
 //!   products is one call per weight copy, or a few (on a CPU adapter one 32-column product of a
 //!   4096 × 4096 weight takes about 0.3 s; 29 of them per run, as the weight's bytes alone would
 //!   ask for, would take minutes per row).
@@ -42,7 +42,7 @@ use super::measure::{gbps, median_of, time_gpu, BenchAdapter, GpuFigures};
 use super::rotation::{plan_rotation, Rotation, HOST_CAP};
 use crate::formats::sample::{normal_blocks, Rng};
 use crate::gpu::kernels::{GetRowsJob, MulMatJob, Operand, MATVEC_MAX_BATCH};
-use crate::gpu::loader::{ResidentPart, ResidentTensor};
+use crate::gpu::loader::ResidentTensor;
 use crate::gpu::timing::Timing;
 use crate::gpu::{buffers, roofline, DequantJob, GpuError};
 use crate::{DType, Format, Result};
@@ -371,15 +371,13 @@ pub(super) struct KernelRun<'a> {
     pub runs: usize,
 }
 
-/// Rows and columns of the matmul kernel's output tile (`gpu::kernels`' `MATMUL_TILE`).
-const MATMUL_TILE: u64 = 32;
-
-/// Bytes one tiled matmul of `batch` columns on a weight of `shape` (`weight_bytes`) loads and
-/// stores: the weight once per column tile, X once per row tile, Y once.
-pub fn matmul_traffic(shape: WeightShape, weight_bytes: u64, batch: u32) -> u64 {
+/// Bytes one matmul of `batch` columns on a weight of `shape` (`weight_bytes`) loads and stores,
+/// for a kernel covering `tile = (rows, columns)` per pass ([`crate::gpu::GpuEngine::matmul_tile`]):
+/// the weight once per column pass, X once per row pass, Y once.
+pub fn matmul_traffic(shape: WeightShape, weight_bytes: u64, batch: u32, tile: (u32, u32)) -> u64 {
     let batch = batch as u64;
-    weight_bytes * batch.div_ceil(MATMUL_TILE)
-        + 4 * shape.k * batch * shape.n.div_ceil(MATMUL_TILE)
+    weight_bytes * batch.div_ceil(tile.1 as u64)
+        + 4 * shape.k * batch * shape.n.div_ceil(tile.0 as u64)
         + 4 * shape.n * batch
 }
 
@@ -570,7 +568,8 @@ impl KernelRun<'_> {
                 KernelOp::MatMul => {
                     let batch = matmul_batch;
                     step(what(&format!("matmul ×{batch}")));
-                    let traffic = matmul_traffic(shape, weight_bytes, batch);
+                    let tile = self.adapter.engine.matmul_tile();
+                    let traffic = matmul_traffic(shape, weight_bytes, batch, tile);
                     let planned = plan_rotation(traffic, weight_bytes, self.target, HOST_CAP);
                     let calls = (planned.pairs as usize).min(calls);
                     let mm_rotation = Rotation {
@@ -678,18 +677,12 @@ impl KernelRun<'_> {
                     dst_len,
                     wgpu::BufferUsages::STORAGE,
                 )?;
-                Ok(ResidentTensor {
-                    name: format!("bench f16 weight {i}"),
-                    format: Format::F16,
-                    dims: vec![shape.k, shape.n],
-                    n_elements: shape.values(),
-                    dtype: None,
-                    parts: vec![ResidentPart {
-                        buffer: Arc::new(buffer),
-                        range: 0..f16_bytes,
-                        elements: 0..shape.values(),
-                    }],
-                })
+                ResidentTensor::from_buffer(
+                    &format!("bench f16 weight {i}"),
+                    Format::F16,
+                    &[shape.k, shape.n],
+                    Arc::new(buffer),
+                )
             })
             .collect::<Result<Vec<_>>>()?;
         let (seconds, _) = self.time_calls(copies.len(), |encoder, i| {
@@ -810,15 +803,23 @@ mod tests {
         let w = 9 << 20;
         // One column tile: the weight once, X once per 128 row tiles, Y once.
         assert_eq!(
-            matmul_traffic(s, w, 32),
+            matmul_traffic(s, w, 32, (32, 32)),
             w + 4 * 4096 * 32 * 128 + 4 * 4096 * 32
         );
         // 512 columns: 16 column tiles.
         assert_eq!(
-            matmul_traffic(s, w, 512),
+            matmul_traffic(s, w, 512, (32, 32)),
             16 * w + 4 * 4096 * 512 * 128 + 4 * 4096 * 512
         );
-        assert_eq!(matmul_traffic(s, w, 33), 2 * w + 4 * 4096 * 33 * 129);
+        assert_eq!(
+            matmul_traffic(s, w, 33, (32, 32)),
+            2 * w + 4 * 4096 * 33 * 129
+        );
+        // On a CPU adapter: 64 rows by 16 columns per pass.
+        assert_eq!(
+            matmul_traffic(s, w, 32, (64, 16)),
+            2 * w + 4 * 4096 * 32 * 64 + 4 * 4096 * 32
+        );
     }
 
     #[test]

@@ -367,6 +367,18 @@ impl GpuEngine {
         )
     }
 
+    /// Weight rows and X columns one pass of [`GpuEngine::record_matmul`] covers: the tiled
+    /// kernel's 32 × 32 output tile, or on CPU adapters (one invocation per row) 64 rows of a
+    /// workgroup by [`MATMUL_CPU_COLUMNS`]. The weight is read `ceil(batch / columns)` times and
+    /// X `ceil(N / rows)` times.
+    pub fn matmul_tile(&self) -> (u32, u32) {
+        if self.matvec_threads() == 1 {
+            (64, MATMUL_CPU_COLUMNS)
+        } else {
+            (MATMUL_TILE as u32, MATMUL_TILE as u32)
+        }
+    }
+
     fn max_dim(&self) -> u64 {
         let device_dim = self.limits.max_compute_workgroups_per_dimension;
         self.options

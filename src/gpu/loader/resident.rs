@@ -115,18 +115,7 @@ impl ResidentTensor {
         dims: &[u64],
         raw: &[u8],
     ) -> Result<ResidentTensor> {
-        let n_elements = dims
-            .iter()
-            .try_fold(1u64, |a, &d| a.checked_mul(d))
-            .filter(|&n| n > 0 && n.is_multiple_of(format.block_elems() as u64));
-        let bytes =
-            n_elements.map(|n| n / format.block_elems() as u64 * format.block_bytes() as u64);
-        let (Some(n_elements), Some(bytes)) = (n_elements, bytes) else {
-            return Err(GpuError::InvalidJob(format!(
-                "{name}: dims {dims:?} are not whole {format} blocks"
-            ))
-            .into());
-        };
+        let (_, bytes) = raw_size(name, format, dims)?;
         if bytes != raw.len() as u64 {
             return Err(GpuError::InvalidJob(format!(
                 "{name}: dims {dims:?} of {format} take {bytes} bytes, not {}",
@@ -135,6 +124,26 @@ impl ResidentTensor {
             .into());
         }
         let buffer = crate::gpu::buffers::upload(engine.device(), name, raw)?;
+        ResidentTensor::from_buffer(name, format, dims, Arc::new(buffer))
+    }
+
+    /// A raw tensor over a buffer of the caller's (e.g. a dequantiser's f16 output): `format`
+    /// blocks with dims `dims` from byte 0 of `buffer`, which holds at least their bytes rounded
+    /// up to 4. No data is copied.
+    pub fn from_buffer(
+        name: &str,
+        format: Format,
+        dims: &[u64],
+        buffer: Arc<wgpu::Buffer>,
+    ) -> Result<ResidentTensor> {
+        let (n_elements, bytes) = raw_size(name, format, dims)?;
+        if bytes.next_multiple_of(4) > buffer.size() {
+            return Err(GpuError::InvalidJob(format!(
+                "{name}: {bytes} bytes of {format} do not fit the buffer's {}",
+                buffer.size()
+            ))
+            .into());
+        }
         Ok(ResidentTensor {
             name: name.to_string(),
             format,
@@ -142,7 +151,7 @@ impl ResidentTensor {
             n_elements,
             dtype: None,
             parts: vec![ResidentPart {
-                buffer: Arc::new(buffer),
+                buffer,
                 range: 0..bytes,
                 elements: 0..n_elements,
             }],
@@ -164,6 +173,21 @@ impl ResidentTensor {
     pub fn dequantised_size(&self, dtype: DType) -> u64 {
         windows::round_up(self.n_elements * dtype.size() as u64, windows::DST_ALIGN)
     }
+}
+
+/// The elements and raw bytes of a `format` tensor with `dims`, or an error naming `name`.
+fn raw_size(name: &str, format: Format, dims: &[u64]) -> Result<(u64, u64)> {
+    let (elems, block) = (format.block_elems() as u64, format.block_bytes() as u64);
+    dims.iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .filter(|&n| n > 0 && n.is_multiple_of(elems))
+        .map(|n| (n, n / elems * block))
+        .ok_or_else(|| {
+            GpuError::InvalidJob(format!(
+                "{name}: dims {dims:?} are not whole {format} blocks"
+            ))
+            .into()
+        })
 }
 
 /// A run of a resident tensor's elements as a buffer binding, from
