@@ -456,7 +456,7 @@ fn write_table(
         write!(
             out,
             "verify passed: {n_checks} kernel checks ({}) of {} matrices on {} against the CPU \
-             reference: within K·2⁻²³·Σ|w·x|",
+             reference: within K·2⁻²³·Σ|w·x| + K·2⁻¹²⁵",
             names.join(", "),
             checked.len(),
             describe(engine)
