@@ -25,11 +25,11 @@
 //! Out-of-range row and expert ids: the one-line calls refuse them with an error naming the id
 //! and its position; the recorded kernels, whose ids live in a GPU buffer, write NaN for them.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::decode::{decode_prefixed, DecodeNames};
 use super::loader::ResidentTensor;
+use super::pipelines::{compile, PipelineCache};
 use super::{buffers, scoped, windows, GpuEngine, GpuError};
 use crate::{DType, Error, Format, Result};
 
@@ -124,10 +124,7 @@ pub struct MatVecIdJob<'a> {
 type KernelKey = (Kernel, Format, u32, bool);
 
 /// The compiled kernels of one engine.
-#[derive(Default)]
-pub(crate) struct KernelPipelines {
-    cache: Mutex<HashMap<KernelKey, Arc<wgpu::ComputePipeline>>>,
-}
+pub(crate) type KernelPipelines = PipelineCache<KernelKey>;
 
 /// The WGSL of a kernel for weights of `format`: the format's decode module (prefix `w_`, blocks
 /// in `w`, grids in `grids` at binding 4), the row helpers and the kernel; matvec kernels with
@@ -310,43 +307,16 @@ impl GpuEngine {
     /// The pipeline of `key`, compiled on first use.
     fn kernel_pipeline(&self, key: KernelKey) -> Result<Arc<wgpu::ComputePipeline>> {
         let (kernel, format, _, _) = key;
-        if let Some(p) = self
-            .kernels
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            return Ok(p.clone());
-        }
-        let src = kernel_source(key)?;
-        let label = format!("gguf-dequant {kernel:?} on {format}");
-        let device = &self.device;
-        let pipeline = scoped(device, &format!("compiling {label}"), || {
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(&label),
-                source: wgpu::ShaderSource::Wgsl(src.into()),
-            });
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(&label),
-                layout: None,
-                module: &module,
-                entry_point: Some(kernel.entry_point()),
-                // Every kernel writes its workgroup memory before the barrier that precedes a read.
-                compilation_options: wgpu::PipelineCompilationOptions {
-                    zero_initialize_workgroup_memory: false,
-                    ..Default::default()
-                },
-                cache: None,
-            })
-        })?;
-        let pipeline = Arc::new(pipeline);
-        self.kernels
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, pipeline.clone());
-        Ok(pipeline)
+        self.kernels.get_or_compile(key, || {
+            let label = format!("gguf-dequant {kernel:?} on {format}");
+            Ok(compile(
+                &self.device,
+                &label,
+                &kernel_source(key)?,
+                None,
+                kernel.entry_point(),
+            )?)
+        })
     }
 
     /// Compiles (once) `kernel` for weights of `format`, so that shader problems surface early.
@@ -664,7 +634,7 @@ impl GpuEngine {
         // Ids per window: output windows start on aligned offsets and fit a binding, and their
         // 8-value groups fit the grid.
         let l = out_align.max(32);
-        let step = l / gcd(l, row_out);
+        let step = l / windows::gcd(l, row_out);
         let room = self.max_binding_size().saturating_sub(64);
         let by_groups = self.max_dim() * self.max_dim() * 64 * 8 / s.k;
         let per = (room / row_out).min(by_groups).min(u32::MAX as u64 / s.k) / step * step;
@@ -819,11 +789,6 @@ impl GpuEngine {
         Ok(self.check()?)
     }
 
-    /// Uploads `data` as a storage buffer.
-    fn upload_operand(&self, label: &str, data: &[u8]) -> Result<wgpu::Buffer> {
-        Ok(buffers::upload(&self.device, label, data)?)
-    }
-
     /// Submits `encoder` after a copy of `len` bytes of `out` to a read-back buffer and returns them.
     fn finish_and_read(
         &self,
@@ -865,7 +830,7 @@ impl GpuEngine {
         let batch32 =
             u32::try_from(batch).map_err(|_| invalid(format!("batch {batch} is too large")))?;
         let len = batch as u64 * s.rows * 4;
-        let xb = self.upload_operand("gguf-dequant x", bytemuck::cast_slice(x))?;
+        let xb = buffers::upload(&self.device, "gguf-dequant x", bytemuck::cast_slice(x))?;
         let (yb, staging) =
             buffers::output_and_readback(&self.device, "gguf-dequant y", len.next_multiple_of(16))?;
         let mut enc = self.encoder();
@@ -936,7 +901,7 @@ impl GpuEngine {
         if n_ids == 0 {
             return Ok(Vec::new());
         }
-        let ib = self.upload_operand("gguf-dequant ids", bytemuck::cast_slice(ids))?;
+        let ib = buffers::upload(&self.device, "gguf-dequant ids", bytemuck::cast_slice(ids))?;
         let (out, staging) = buffers::output_and_readback(
             &self.device,
             "gguf-dequant rows",
@@ -995,8 +960,8 @@ impl GpuEngine {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let xb = self.upload_operand("gguf-dequant x", bytemuck::cast_slice(x))?;
-        let ib = self.upload_operand("gguf-dequant ids", bytemuck::cast_slice(ids))?;
+        let xb = buffers::upload(&self.device, "gguf-dequant x", bytemuck::cast_slice(x))?;
+        let ib = buffers::upload(&self.device, "gguf-dequant ids", bytemuck::cast_slice(ids))?;
         let (yb, staging) =
             buffers::output_and_readback(&self.device, "gguf-dequant y", len.next_multiple_of(16))?;
         let mut enc = self.encoder();
@@ -1015,11 +980,4 @@ impl GpuEngine {
         let bytes = self.finish_and_read(enc, &yb, &staging, len as usize)?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
-}
-
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
 }

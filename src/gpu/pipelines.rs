@@ -40,7 +40,7 @@ pub type PipelineKey = (Format, DType, Variant);
 pub(crate) struct Pipelines {
     pub(crate) bind_group_layout: wgpu::BindGroupLayout,
     layout: wgpu::PipelineLayout,
-    cache: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
+    cache: PipelineCache<PipelineKey>,
 }
 
 /// The `Params` uniform's entry (binding [`binding::PARAMS`], [`PARAMS_BYTES`]) of a bind-group
@@ -94,7 +94,7 @@ impl Pipelines {
             Pipelines {
                 bind_group_layout,
                 layout,
-                cache: Mutex::new(HashMap::new()),
+                cache: PipelineCache::default(),
             }
         })
     }
@@ -106,48 +106,80 @@ impl Pipelines {
         key: PipelineKey,
     ) -> Result<Arc<wgpu::ComputePipeline>, GpuError> {
         let (format, dtype, Variant::Baseline) = key;
-        if let Some(p) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
+        self.cache.get_or_compile(key, || {
+            let src =
+                shaders::source(format, dtype).ok_or(GpuError::Unsupported { format, dtype })?;
+            compile(
+                device,
+                &format!("gguf-dequant {format} to {dtype}"),
+                src,
+                Some(&self.layout),
+                "main",
+            )
+        })
+    }
+}
+
+/// Compiled pipelines by key, each compiled once on first use.
+pub(crate) struct PipelineCache<K> {
+    map: Mutex<HashMap<K, Arc<wgpu::ComputePipeline>>>,
+}
+
+impl<K> Default for PipelineCache<K> {
+    fn default() -> Self {
+        PipelineCache {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq> PipelineCache<K> {
+    /// The pipeline of `key`, or the one `compile` makes (kept for next time).
+    pub(crate) fn get_or_compile<E>(
+        &self,
+        key: K,
+        compile: impl FnOnce() -> Result<wgpu::ComputePipeline, E>,
+    ) -> Result<Arc<wgpu::ComputePipeline>, E> {
+        let lock = || self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = lock().get(&key) {
             return Ok(p.clone());
         }
-        let src = shaders::source(format, dtype).ok_or(GpuError::Unsupported { format, dtype })?;
-        let label = format!("gguf-dequant {format} to {dtype}");
-        let pipeline = scoped(
-            device,
-            &format!("compiling the {format} to {dtype} shader"),
-            || {
-                let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(&label),
-                    source: wgpu::ShaderSource::Wgsl(src.into()),
-                });
-                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(&label),
-                    layout: Some(&self.layout),
-                    module: &module,
-                    entry_point: Some("main"),
-                    // Every shader writes each word of its workgroup `tile` before the barrier
-                    // and reads it only after, so wgpu's zeroing of workgroup memory is dead
-                    // work; on GL (llvmpipe) it is one invocation storing the whole tile and cost
-                    // up to 10x on the one-value formats (`gguf-dequant bench`).
-                    compilation_options: wgpu::PipelineCompilationOptions {
-                        zero_initialize_workgroup_memory: false,
-                        ..Default::default()
-                    },
-                    cache: None,
-                })
-            },
-        )?;
-        let pipeline = Arc::new(pipeline);
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, pipeline.clone());
+        let pipeline = Arc::new(compile()?);
+        lock().insert(key, pipeline.clone());
         Ok(pipeline)
     }
+}
+
+/// Compiles WGSL `src` into a compute pipeline with entry point `entry` (layout `None`: derived
+/// from the shader), inside error scopes.
+pub(crate) fn compile(
+    device: &wgpu::Device,
+    label: &str,
+    src: &str,
+    layout: Option<&wgpu::PipelineLayout>,
+    entry: &str,
+) -> Result<wgpu::ComputePipeline, GpuError> {
+    scoped(device, &format!("compiling {label}"), || {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(label),
+            source: wgpu::ShaderSource::Wgsl(src.into()),
+        });
+        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(label),
+            layout,
+            module: &module,
+            entry_point: Some(entry),
+            // Every shader and kernel writes its workgroup memory before the barrier that
+            // precedes a read, so wgpu's zeroing of workgroup memory is dead work; on GL
+            // (llvmpipe) it is one invocation storing the whole tile and cost up to 10x on the
+            // one-value formats (`gguf-dequant bench`).
+            compilation_options: wgpu::PipelineCompilationOptions {
+                zero_initialize_workgroup_memory: false,
+                ..Default::default()
+            },
+            cache: None,
+        })
+    })
 }
 
 #[cfg(test)]

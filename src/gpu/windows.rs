@@ -26,7 +26,8 @@ pub(crate) const fn round_up(x: u64, m: u64) -> u64 {
     (x + m - 1) & !(m - 1)
 }
 
-const fn gcd(mut a: u64, mut b: u64) -> u64 {
+/// The greatest common divisor (the alignment arithmetic of windows, load parts and kernels).
+pub(crate) const fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
         let t = a % b;
         a = b;

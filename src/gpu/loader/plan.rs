@@ -120,16 +120,9 @@ pub(crate) struct Limits {
     pub max_buffer: u64,
 }
 
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
-
 /// Blocks whose staging bytes are a multiple of 4 (so copies stay 4-byte aligned).
 fn copy_quantum(per_block: u64) -> u64 {
-    4 / gcd(4, per_block)
+    4 / windows::gcd(4, per_block)
 }
 
 /// The block step that keeps a part's offsets usable as binding offsets for every output dtype.
@@ -187,7 +180,7 @@ pub(crate) fn plan(
         // the part step becomes a multiple of both the alignment step and the row's blocks.
         let row_blocks =
             (t.dims.first().copied().unwrap_or(1) / format.block_elems() as u64).max(1);
-        let rows_step = step / gcd(step, row_blocks) * row_blocks;
+        let rows_step = step / windows::gcd(step, row_blocks) * row_blocks;
         let step = if rows_step <= fit { rows_step } else { step };
         let max_blocks = (fit / step * step).max(step);
         let mut parts = Vec::new();
