@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::gpu_test;
 use crate::support;
-use crate::support::gpu::label;
+use crate::support::gpu::{caller_pipeline, label, read_buffer};
 
 /// Random blocks of `format`: finite scales for block formats, ordinary values for the
 /// one-value formats (whose random bit patterns would overflow any f32 sum).
@@ -463,24 +463,7 @@ fn two_decode_modules_in_one_shader(engine: &GpuEngine) {
         usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
         mapped_at_creation: false,
     });
-    let read = device.create_buffer(&wgpu::BufferDescriptor {
-        label: None,
-        size: 512 * 4,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("two decoders"),
-        source: wgpu::ShaderSource::Wgsl(src.into()),
-    });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: None,
-        layout: None,
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
+    let pipeline = caller_pipeline(device, "two decoders", &src);
     let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: None,
         layout: &pipeline.get_bind_group_layout(1),
@@ -504,17 +487,9 @@ fn two_decode_modules_in_one_shader(engine: &GpuEngine) {
         pass.set_bind_group(1, &bind, &[]);
         pass.dispatch_workgroups(1, 1, 1);
     }
-    enc.copy_buffer_to_buffer(&out, 0, &read, 0, 512 * 4);
     engine.queue().submit([enc.finish()]);
-    read.slice(..)
-        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
-    device
-        .poll(wgpu::PollType::Wait {
-            submission_index: None,
-            timeout: None,
-        })
-        .unwrap();
-    let got: Vec<f32> = bytemuck::pod_collect_to_vec(&read.slice(..).get_mapped_range().unwrap());
+    let got: Vec<f32> =
+        bytemuck::pod_collect_to_vec(&read_buffer(device, engine.queue(), &out, 512 * 4));
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&got), bits(&want), "{}", label(engine));
 }

@@ -21,7 +21,7 @@ use crate::gpu_test;
 use crate::support;
 use crate::support::codec::{compare, cpu};
 use crate::support::gguf::{random_tensors, temp_file};
-use crate::support::gpu::{label, Adapter};
+use crate::support::gpu::{caller_pipeline, label, read_buffer, Adapter};
 
 /// A small file with the model's formats (and one without a shader), about 2.3 MB, as
 /// `small.gguf` in a temporary directory.
@@ -290,33 +290,6 @@ fn eight_threads(engine: GpuEngine) {
 }
 gpu_test!(eight_threads, eight_threads);
 
-fn read_buffer(
-    device: &wgpu::Device,
-    queue: &wgpu::Queue,
-    buf: &wgpu::Buffer,
-    len: u64,
-) -> Vec<u8> {
-    let size = len.div_ceil(4) * 4;
-    let staging = device.create_buffer(&wgpu::BufferDescriptor {
-        label: None,
-        size,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let mut enc = device.create_command_encoder(&Default::default());
-    enc.copy_buffer_to_buffer(buf, 0, &staging, 0, size);
-    let index = queue.submit([enc.finish()]);
-    staging.map_async(wgpu::MapMode::Read, .., |r| r.unwrap());
-    device
-        .poll(wgpu::PollType::Wait {
-            submission_index: Some(index),
-            timeout: None,
-        })
-        .unwrap();
-    let view = staging.get_mapped_range(..).unwrap();
-    view[..len as usize].to_vec()
-}
-
 /// A device the test creates itself on `adapter`.
 fn own_device(adapter: &Adapter) -> (wgpu::Device, wgpu::Queue) {
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -431,18 +404,7 @@ fn decode_in_own_shader(
              }}
          }}"
     );
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("caller decode"),
-        source: wgpu::ShaderSource::Wgsl(shader.into()),
-    });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: None,
-        layout: None,
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
+    let pipeline = caller_pipeline(device, "caller decode", &shader);
     let n = t.n_elements;
     let out = device.create_buffer(&wgpu::BufferDescriptor {
         label: None,

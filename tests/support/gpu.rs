@@ -290,3 +290,48 @@ pub fn exclusive<R>(f: impl FnOnce() -> R) -> R {
     let _exclusive = GPU.write().unwrap_or_else(|p| p.into_inner());
     f()
 }
+
+/// A compute pipeline (entry point `main`, layout derived from the shader) of a caller's own
+/// WGSL, the way an engine composing our decoders would build it.
+pub fn caller_pipeline(device: &wgpu::Device, label: &str, wgsl: &str) -> wgpu::ComputePipeline {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(label),
+        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+    });
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(label),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}
+
+/// The first `len` bytes of `buf` (usage `COPY_SRC`), copied to a staging buffer and mapped.
+pub fn read_buffer(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    buf: &wgpu::Buffer,
+    len: u64,
+) -> Vec<u8> {
+    let size = len.div_ceil(4) * 4;
+    let staging = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut enc = device.create_command_encoder(&Default::default());
+    enc.copy_buffer_to_buffer(buf, 0, &staging, 0, size);
+    let index = queue.submit([enc.finish()]);
+    staging.map_async(wgpu::MapMode::Read, .., |r| r.unwrap());
+    device
+        .poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: None,
+        })
+        .unwrap();
+    let view = staging.get_mapped_range(..).unwrap();
+    view[..len as usize].to_vec()
+}
