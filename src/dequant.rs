@@ -82,7 +82,9 @@ pub struct DequantSummary {
 /// `file` as `dtype`: it is not `file` itself ([`output::refuse_input`]), its extension names an
 /// [`OutputFormat`], and that format holds that many tensors of that dtype. Returns the format.
 pub fn check(file: &GgufFile, n_tensors: usize, out: &Path, dtype: DType) -> Result<OutputFormat> {
-    output::refuse_input(out, file.path())?;
+    for input in file.paths() {
+        output::refuse_input(out, input)?;
+    }
     let format = OutputFormat::from_path(out)?;
     format.check(out, n_tensors, dtype)?;
     Ok(format)
@@ -114,7 +116,7 @@ pub fn dequant_file(
     let decode = |i: usize| -> Result<Vec<u8>> {
         let info = tensors[i];
         let (bytes, on_cpu) = decoder.decode(info.format, file.tensor_data(info), dtype)?;
-        file.release(file.data_offset() + info.offset, info.n_bytes);
+        file.release_tensor(info, 0, info.n_bytes);
         if on_cpu && decoder.is_gpu() {
             fallback
                 .lock()

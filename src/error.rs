@@ -28,6 +28,15 @@ pub enum Error {
         #[source]
         source: GgufError,
     },
+    /// A split GGUF set is not whole or not consistent; `path` is the shard at fault.
+    #[error("{path}: {source}")]
+    Split {
+        /// The shard.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: crate::gguf::SplitError,
+    },
     /// An operating-system error on a file.
     #[error("{path}: {source}")]
     Io {
@@ -151,6 +160,9 @@ impl Error {
             }
             Error::FileChanged { .. } => {
                 "something wrote to or replaced the file while it was open: reopen it, and load from a copy that nothing else writes to"
+            }
+            Error::Split { .. } => {
+                "open a split set by its first shard (NAME-00001-of-NNNNN.gguf), with every shard of that set, and nothing else named like one, beside it"
             }
             Error::NoSuchTensor { .. } | Error::Selection { .. } => {
                 "list the tensor names with `gguf-dequant inspect`"

@@ -163,7 +163,7 @@ pub fn verify_file(
                 ..Comparison::default()
             }
         };
-        file.release(file.data_offset() + t.offset, t.n_bytes);
+        file.release_tensor(t, 0, t.n_bytes);
         checks.push(TensorCheck {
             name: t.name.clone(),
             format: t.format,

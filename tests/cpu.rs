@@ -19,6 +19,8 @@ mod codec_scalars;
 mod gguf_reject;
 #[path = "cpu/gguf_roundtrip.rs"]
 mod gguf_roundtrip;
+#[path = "cpu/gguf_split.rs"]
+mod gguf_split;
 #[path = "cpu/ops.rs"]
 mod ops;
 #[path = "cpu/oracle_codecs.rs"]

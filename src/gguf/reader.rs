@@ -527,5 +527,6 @@ fn read_tensor_info<'a>(
         offset: tensor_offset,
         n_elements,
         n_bytes,
+        shard: 0,
     })
 }

@@ -2,11 +2,23 @@
 
 use std::borrow::Cow;
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
 use crate::formats::Format;
 
+use super::split;
 use super::value::{Array, GgufString, Value};
 use super::DEFAULT_ALIGNMENT;
+
+/// Where [`GgufWriter::split`] cuts a model into shards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitLimit {
+    /// At most this many tensors per shard (gguf-py's `split_max_tensors`).
+    Tensors(usize),
+    /// At most this many bytes of tensor data per shard, unless one tensor alone is larger
+    /// (gguf-py's `split_max_size`).
+    Bytes(u64),
+}
 
 /// One tensor to write.
 #[derive(Clone, Debug)]
@@ -162,6 +174,94 @@ impl<'a> GgufWriter<'a> {
             }
         }
         out.flush()
+    }
+
+    /// The model cut into the shards of a split set, as gguf-py's
+    /// `GGUFWriter(split_max_tensors=…, split_max_size=…)` cuts it: tensors in order, a new shard
+    /// started when the current one holds `limit` tensors, or when the next tensor would take it
+    /// past `limit` bytes of tensor data (a shard always gets at least one tensor). Every shard
+    /// gets the split keys (`split.no` u16, `split.count` u16, `split.tensors.count` i32) and the
+    /// alignment; the first keeps all the metadata. One shard is the model as it is, without keys.
+    pub fn split(&self, limit: SplitLimit) -> Vec<GgufWriter<'_>> {
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new()];
+        let mut bytes = 0u64;
+        for (i, t) in self.tensors.iter().enumerate() {
+            let n = t.bytes.len() as u64;
+            let current = groups.last().map_or(0, Vec::len);
+            let full = match limit {
+                SplitLimit::Tensors(max) => current >= max.max(1),
+                SplitLimit::Bytes(max) => bytes.saturating_add(n) > max,
+            };
+            if current > 0 && full {
+                groups.push(Vec::new());
+                bytes = 0;
+            }
+            if let Some(g) = groups.last_mut() {
+                g.push(i);
+            }
+            bytes = bytes.saturating_add(n);
+        }
+        let count = groups.len();
+        let shard = |k: usize, tensors: &[usize]| -> GgufWriter<'_> {
+            let mut w = GgufWriter::new();
+            w.version = self.version;
+            w.alignment = self.alignment;
+            w.metadata = if k == 0 {
+                self.metadata.clone()
+            } else {
+                self.metadata
+                    .iter()
+                    .filter(|(key, _)| key.as_bytes() == b"general.alignment")
+                    .cloned()
+                    .collect()
+            };
+            if count > 1 {
+                w.metadata(split::SPLIT_NO, Value::U16(k as u16))
+                    .metadata(split::SPLIT_COUNT, Value::U16(count as u16))
+                    .metadata(
+                        split::SPLIT_TENSORS_COUNT,
+                        Value::I32(self.tensors.len() as i32),
+                    );
+            }
+            for t in tensors.iter().filter_map(|&i| self.tensors.get(i)) {
+                w.tensors.push(PendingTensor {
+                    name: t.name.clone(),
+                    dims: t.dims.clone(),
+                    type_id: t.type_id,
+                    bytes: Cow::Borrowed(&t.bytes),
+                });
+            }
+            w
+        };
+        groups
+            .iter()
+            .enumerate()
+            .map(|(k, g)| shard(k, g))
+            .collect()
+    }
+
+    /// Writes the [`split`](Self::split) of the model beside `path` and returns the paths written:
+    /// `{stem}-00001-of-0000N.gguf` … (gguf-py's names for the same `path`), or `path` itself
+    /// when the model is one shard.
+    pub fn write_split(&self, path: &Path, limit: SplitLimit) -> io::Result<Vec<PathBuf>> {
+        let shards = self.split(limit);
+        let count = shards.len() as u64;
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .ok_or_else(|| io::Error::other("the path has no UTF-8 file stem"))?;
+        let mut paths = Vec::with_capacity(shards.len());
+        for (k, w) in shards.iter().enumerate() {
+            let p = if count == 1 {
+                path.to_path_buf()
+            } else {
+                path.with_file_name(split::shard_name(stem, k as u64 + 1, count))
+            };
+            let file = std::fs::File::create(&p)?;
+            w.write_to(io::BufWriter::new(file))?;
+            paths.push(p);
+        }
+        Ok(paths)
     }
 
     /// The file as bytes.

@@ -58,12 +58,14 @@ fn sample() -> (tempfile::TempDir, GgufFile) {
 #[test]
 fn to_json_is_exact() {
     let (_dir, file) = sample();
-    let data_offset = file.data_offset();
+    let data_offset = file.shards()[0].data_offset();
     assert_eq!(data_offset, 2080);
     let expected = json!({
         "version": 3,
         "alignment": 32,
         "data_offset": 2080,
+        "shards": [{"path": file.path().to_string_lossy(), "bytes": 2080 + 128, "tensors": 2,
+                    "data_offset": 2080}],
         "metadata": {
             "general.architecture": "llama",
             "general.name": "a\u{FFFD}b",
@@ -83,9 +85,9 @@ fn to_json_is_exact() {
         },
         "tensors": [
             {"name": "token_embd.weight", "type": "Q8_0", "type_id": 8, "dims": [32, 2],
-             "n_elements": 64, "n_bytes": 68, "offset": 0},
+             "n_elements": 64, "n_bytes": 68, "offset": 0, "shard": 0},
             {"name": "output_norm.weight", "type": "F32", "type_id": 0, "dims": [4],
-             "n_elements": 4, "n_bytes": 16, "offset": 96},
+             "n_elements": 4, "n_bytes": 16, "offset": 96, "shard": 0},
         ],
     });
     let got: serde_json::Value = serde_json::from_slice(&inspect(&["--json"], &file)).unwrap();

@@ -106,15 +106,17 @@ fn open_maps_and_slices_tensor_data() {
     assert_eq!(file.path(), path.as_path());
     assert_eq!(file.version(), 3);
     assert_eq!(file.alignment(), 64);
-    assert_eq!(file.data_offset() % 64, 0);
-    assert_eq!(file.header().tensors.len(), expect.len());
+    assert_eq!(file.shards()[0].data_offset() % 64, 0);
+    assert_eq!(file.shards()[0].header().tensors.len(), expect.len());
     assert_eq!(
         file.get("general.architecture").and_then(Value::as_str),
         Some("test")
     );
     assert_eq!(file.get("general.alignment"), Some(&Value::U32(64)));
     assert!(file.get("missing").is_none());
-    check_tensors(file.header(), &expect, |t| file.tensor_data(t).to_vec());
+    check_tensors(file.shards()[0].header(), &expect, |t| {
+        file.tensor_data(t).to_vec()
+    });
     for e in &expect {
         let t = file.tensor(&e.name).unwrap();
         assert_eq!(t.name, e.name);

@@ -109,3 +109,32 @@ impl Raw {
         self.0.clone()
     }
 }
+
+/// A small model-shaped file: `token_embd.weight`, `blk.0..4.{attn_q,ffn_down}.weight` and
+/// `output.weight` in several formats (2-D, rows of 256 values), random finite blocks from
+/// `seed`, with `general.name` and an architecture key.
+pub fn model_writer(seed: u64) -> GgufWriter<'static> {
+    let mut w = GgufWriter::new();
+    w.metadata("general.architecture", "llama")
+        .metadata("general.name", "split-test")
+        .metadata("llama.block_count", gguf_dequant::gguf::Value::U32(4));
+    let formats = [Format::Q4_K, Format::Q8_0, Format::F16, Format::IQ4_XS];
+    let add = |w: &mut GgufWriter<'static>, name: String, f: Format, rows: u64, k: u64| {
+        let blocks = (rows * 256 / f.block_elems() as u64) as usize;
+        w.tensor(name, vec![256, rows], f, random_blocks(f, blocks, seed + k));
+    };
+    add(&mut w, "token_embd.weight".into(), Format::Q8_0, 6, 0);
+    for b in 0..4u64 {
+        let f = formats[b as usize % formats.len()];
+        add(&mut w, format!("blk.{b}.attn_q.weight"), f, 3, 10 + 2 * b);
+        add(
+            &mut w,
+            format!("blk.{b}.ffn_down.weight"),
+            Format::Q4_0,
+            2,
+            11 + 2 * b,
+        );
+    }
+    add(&mut w, "output.weight".into(), Format::Q6_K, 5, 99);
+    w
+}

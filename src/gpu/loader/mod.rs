@@ -405,8 +405,8 @@ impl WeightLoader {
         let selected = selection.resolve(file)?;
         let before = freshness::snapshot(file)?;
         let direct = match options.source {
-            Source::DirectRead => Some(freshness::open_direct(file)?),
-            Source::Mmap => None,
+            Source::DirectRead => freshness::open_direct(file)?,
+            Source::Mmap => Vec::new(),
         };
         let plan = self.plan(file, &selected, residency, options)?;
         let (buffers, resident_alloc) = self.allocate_resident(file, &plan, options)?;
@@ -425,12 +425,7 @@ impl WeightLoader {
         }
         .run()?;
         drop(ring);
-        if freshness::snapshot(file)?.1 != before.1 {
-            return Err(freshness::file_changed(
-                file,
-                "it was modified while it was being loaded".into(),
-            ));
-        }
+        freshness::unchanged_since(file, &before)?;
         let tensors = resident_tensors(file, &plan, buffers, residency.dtype());
         let report = LoadReport {
             tensors: tensors.len(),
@@ -484,9 +479,10 @@ impl WeightLoader {
                 .max_buffer_bytes
                 .map_or(device_max, |m| m.min(device_max)),
         };
+        let data_offsets: Vec<u64> = file.shards().iter().map(|s| s.data_offset()).collect();
         let plan = plan::plan(
             &infos,
-            file.data_offset(),
+            &data_offsets,
             &paths,
             &limits,
             options.staging_bytes,

@@ -61,7 +61,9 @@ pub(crate) struct TensorPlan {
     pub index: usize,
     pub format: Format,
     pub path: Path,
-    /// Absolute file offset of the tensor's first byte.
+    /// The shard (file) of a split set holding the tensor.
+    pub shard: usize,
+    /// Absolute offset of the tensor's first byte in its shard's file.
     pub file_offset: u64,
     pub parts: Vec<PartPlan>,
 }
@@ -72,7 +74,9 @@ pub(crate) struct Segment {
     /// Index into `Plan::tensors`.
     pub tensor: usize,
     pub part: usize,
-    /// Absolute file offset of the raw bytes.
+    /// The shard (file) the raw bytes are in.
+    pub shard: usize,
+    /// Absolute offset of the raw bytes in the shard's file.
     pub file_offset: u64,
     /// Raw bytes read from the file.
     pub raw_len: u64,
@@ -144,7 +148,7 @@ fn quantum(format: Format, path: Path, lim: &Limits) -> Result<u64, crate::gpu::
 
 pub(crate) fn plan(
     selected: &[(usize, &TensorInfo)],
-    data_offset: u64,
+    data_offsets: &[u64],
     paths: &[Path],
     lim: &Limits,
     staging_bytes: u64,
@@ -208,7 +212,8 @@ pub(crate) fn plan(
             index,
             format,
             path,
-            file_offset: data_offset + t.offset,
+            shard: t.shard,
+            file_offset: data_offsets.get(t.shard).copied().unwrap_or(0) + t.offset,
             parts,
         });
     }
@@ -217,9 +222,9 @@ pub(crate) fn plan(
         .min(windows::round_up(total_slot, 4))
         .max(min_slot)
         .min(lim.max_buffer & !3);
-    // Stream in file order: sequential reads.
+    // Stream in file order, shard by shard: sequential reads.
     let mut order: Vec<usize> = (0..tensors.len()).collect();
-    order.sort_by_key(|&i| tensors[i].file_offset);
+    order.sort_by_key(|&i| (tensors[i].shard, tensors[i].file_offset));
 
     let mut chunks = Vec::new();
     let mut chunk = Chunk::default();
@@ -257,6 +262,7 @@ pub(crate) fn plan(
                 chunk.segments.push(Segment {
                     tensor: ti,
                     part: pi,
+                    shard: t.shard,
                     file_offset: t.file_offset + block * bb,
                     raw_len: n * bb,
                     slot_offset: start,
@@ -296,6 +302,7 @@ mod tests {
             offset,
             n_elements: n_blocks * format.block_elems() as u64,
             n_bytes: n_blocks * format.block_bytes() as u64,
+            shard: 0,
         }
     }
 
@@ -361,7 +368,7 @@ mod tests {
                     max_binding: 1 << 16,
                     max_buffer,
                 };
-                let p = plan(&selected, 0, &paths, &lim, staging, 4).unwrap();
+                let p = plan(&selected, &[0], &paths, &lim, staging, 4).unwrap();
                 check(&p, &infos);
                 for c in &p.chunks {
                     for s in &c.segments {
@@ -386,7 +393,7 @@ mod tests {
             max_binding: 1 << 16,
             max_buffer: 8192,
         };
-        let e = plan(&selected, 0, &[Path::Gpu(DType::F32)], &lim, 1 << 20, 4).unwrap_err();
+        let e = plan(&selected, &[0], &[Path::Gpu(DType::F32)], &lim, 1 << 20, 4).unwrap_err();
         assert!(
             matches!(
                 e,
@@ -399,7 +406,7 @@ mod tests {
             "{e}"
         );
         // Raw, the same tensor splits into parts that fit.
-        let p = plan(&selected, 0, &[Path::Raw], &lim, 1 << 20, 4).unwrap();
+        let p = plan(&selected, &[0], &[Path::Raw], &lim, 1 << 20, 4).unwrap();
         assert!(p.tensors[0].parts.iter().all(|x| x.buffer_bytes <= 8192));
     }
 }

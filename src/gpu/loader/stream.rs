@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::plan::{Chunk, Path, Plan};
 use super::{Progress, Source};
+use crate::gguf::Shard;
 use crate::gpu::{buffers, scoped, DequantJob, GpuEngine, GpuError};
 use crate::{Error, GgufFile, Result};
 
@@ -34,8 +35,8 @@ pub(crate) struct Stream<'a> {
     pub staging: &'a [wgpu::Buffer],
     /// `plan.slots` scratch buffers (STORAGE | COPY_DST) when the plan dequantises on the GPU.
     pub scratch: &'a [wgpu::Buffer],
-    /// An open handle for [`Source::DirectRead`].
-    pub direct: Option<File>,
+    /// [`Source::DirectRead`]: an open handle of each shard.
+    pub direct: Vec<File>,
     pub timeout: Duration,
     pub progress: Option<&'a Progress>,
 }
@@ -70,10 +71,10 @@ impl Stream<'_> {
                 source,
                 plan,
                 staging,
+                pos: vec![None; direct.len()],
                 direct,
                 read_buf: Vec::new(),
                 decode_buf: Vec::new(),
-                pos: None,
             };
             let cancel_ref = &cancel;
             s.spawn(move || reader.run(free_rx, filled_tx, cancel_ref));
@@ -208,13 +209,13 @@ struct Reader<'a> {
     source: Source,
     plan: &'a Plan,
     staging: &'a [wgpu::Buffer],
-    direct: Option<File>,
+    direct: Vec<File>,
     /// [`Source::DirectRead`]: one segment's raw bytes (at most one slot).
     read_buf: Vec<u8>,
     /// CPU-decoded segments (at most one slot).
     decode_buf: Vec<u8>,
-    /// The direct handle's position, if known.
-    pos: Option<u64>,
+    /// Each direct handle's position, if known.
+    pos: Vec<Option<u64>>,
 }
 
 fn grow(buf: &mut Vec<u8>, len: usize, what: &str) -> Result<()> {
@@ -266,16 +267,17 @@ impl Reader<'_> {
             .map_err(|e| GpuError::Map(format!("staging buffer: {e}")))?;
         for seg in &chunk.segments {
             let t = &self.plan.tensors[seg.tensor];
+            let shard = &self.file.shards()[seg.shard];
             let raw: &[u8] = match self.source {
                 Source::Mmap => {
                     let range = usize::try_from(seg.file_offset)
                         .ok()
                         .and_then(|s| Some(s..s.checked_add(usize::try_from(seg.raw_len).ok()?)?));
-                    match range.and_then(|r| self.file.bytes().get(r)) {
+                    match range.and_then(|r| shard.bytes().get(r)) {
                         Some(b) => b,
                         None => {
                             return Err(Error::FileChanged {
-                                path: self.file.path().to_path_buf(),
+                                path: shard.path().to_path_buf(),
                                 reason: "a tensor lies outside the mapped file".into(),
                             })
                         }
@@ -284,10 +286,18 @@ impl Reader<'_> {
                 Source::DirectRead => {
                     let len = seg.raw_len as usize;
                     grow(&mut self.read_buf, len, "a direct-read buffer")?;
+                    let (Some(handle), Some(pos)) =
+                        (self.direct.get_mut(seg.shard), self.pos.get_mut(seg.shard))
+                    else {
+                        return Err(GpuError::InvalidJob(
+                            "direct read without a file handle".into(),
+                        )
+                        .into());
+                    };
                     read_at(
-                        self.direct.as_mut(),
-                        &mut self.pos,
-                        self.file,
+                        handle,
+                        pos,
+                        shard,
                         seg.file_offset,
                         &mut self.read_buf[..len],
                     )?;
@@ -312,7 +322,7 @@ impl Reader<'_> {
             if matches!(self.source, Source::Mmap) {
                 // Copied: let the mapped pages go, so host memory stays bounded by the staging
                 // ring rather than growing to the file size.
-                self.file.release(seg.file_offset, seg.raw_len);
+                shard.release(seg.file_offset, seg.raw_len);
             }
         }
         Ok(())
@@ -321,19 +331,16 @@ impl Reader<'_> {
 
 /// Reads `buf.len()` bytes at `offset` of the direct handle.
 fn read_at(
-    handle: Option<&mut File>,
+    f: &mut File,
     pos: &mut Option<u64>,
-    file: &GgufFile,
+    shard: &Shard,
     offset: u64,
     buf: &mut [u8],
 ) -> Result<()> {
-    let path = file.path();
+    let path = shard.path();
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let Some(f) = handle else {
-        return Err(GpuError::InvalidJob("direct read without a file handle".into()).into());
     };
     if *pos != Some(offset) {
         f.seek(SeekFrom::Start(offset)).map_err(io)?;
@@ -349,7 +356,7 @@ fn read_at(
             reason: format!(
                 "it ends before byte {} (it was {} bytes when opened)",
                 offset + buf.len() as u64,
-                file.bytes().len()
+                shard.len()
             ),
         }),
         Err(e) => Err(io(e)),

@@ -71,7 +71,7 @@ pub fn run(args: &ApplyArgs) -> Result<()> {
     if !matches!(backend, Backend::Cpu | Backend::Auto) {
         check_shader(&args.file, info)?;
     }
-    check_out(&args.out, &args.file, &args.input)?;
+    check_out(&args.out, &file, &args.input)?;
     let (input, x_shape) = read_input(&args.input, args.op, &weight)?;
     let engine = engine(backend, args.quiet)?;
     if engine.is_some() {
@@ -149,8 +149,8 @@ fn weight<'f>(path: &Path, info: &'f TensorInfo) -> Result<Weight<'f>, ApplyErro
     })
 }
 
-/// `out` must be a .npy path that is neither input.
-fn check_out(out: &Path, file: &Path, input: &Path) -> Result<()> {
+/// `out` must be a .npy path that is no input (the model's files, or X).
+fn check_out(out: &Path, file: &GgufFile, input: &Path) -> Result<()> {
     if OutputFormat::from_path(out).ok() != Some(OutputFormat::Npy) {
         return Err(Error::Output {
             path: out.to_path_buf(),
@@ -158,7 +158,9 @@ fn check_out(out: &Path, file: &Path, input: &Path) -> Result<()> {
         }
         .into());
     }
-    output::refuse_input(out, file)?;
+    for path in file.paths() {
+        output::refuse_input(out, path)?;
+    }
     output::refuse_input(out, input)?;
     Ok(())
 }

@@ -207,7 +207,7 @@ fn check_tensor<'f>(
             report.checks.push(check);
         }
     }
-    file.release(file.data_offset() + t.offset + from, len);
+    file.release_tensor(t, from, len);
     Ok(report)
 }
 

@@ -20,11 +20,15 @@ pub const TEXT_STRING_MAX: usize = 60;
 ///
 /// ```text
 /// {"version": 3, "alignment": 32, "data_offset": 1024,
+///  "shards": [{"path", "bytes", "tensors", "data_offset"}, ...],
 ///  "metadata": {KEY: VALUE, ...},
-///  "tensors": [{"name", "type", "type_id", "dims", "n_elements", "n_bytes", "offset"}, ...]}
+///  "tensors": [{"name", "type", "type_id", "dims", "n_elements", "n_bytes", "offset", "shard"}, ...]}
 /// ```
 ///
-/// * `data_offset` is absolute; each tensor's `offset` is relative to the data section, as stored.
+/// * `shards` lists the files: one, or every shard of a split set; `version`, `alignment`,
+///   `data_offset` and `metadata` are the first file's. `shard` indexes `shards`.
+/// * `data_offset` is absolute; each tensor's `offset` is relative to its shard's data section, as
+///   stored.
 ///   `type` is the ggml name (`"Q4_K"`), `dims` in ggml order (`ne0` first).
 /// * Metadata keeps file order; values are as [`metadata_json`] writes them (integers exact,
 ///   non-finite floats as `"NaN"`, `"inf"`, `"-inf"`, strings lossily).
@@ -48,13 +52,27 @@ pub fn to_json(file: &GgufFile) -> Json {
                 "n_elements": t.n_elements,
                 "n_bytes": t.n_bytes,
                 "offset": t.offset,
+                "shard": t.shard,
+            })
+        })
+        .collect();
+    let shards: Vec<Json> = file
+        .shards()
+        .iter()
+        .map(|s| {
+            json!({
+                "path": crate::render::path_json(s.path()),
+                "bytes": s.len(),
+                "tensors": s.header().tensors.len(),
+                "data_offset": s.data_offset(),
             })
         })
         .collect();
     json!({
         "version": file.version(),
         "alignment": file.alignment(),
-        "data_offset": file.data_offset(),
+        "data_offset": file.shards()[0].data_offset(),
+        "shards": shards,
         "metadata": metadata,
         "tensors": tensors,
     })
@@ -88,7 +106,25 @@ pub fn write_text(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "tensors:     {}", file.tensors().len())?;
     writeln!(out, "metadata:    {} keys", file.metadata().len())?;
     writeln!(out, "alignment:   {}", file.alignment())?;
-    writeln!(out, "data offset: {}", file.data_offset())?;
+    writeln!(out, "data offset: {}", file.shards()[0].data_offset())?;
+    if file.is_split() {
+        writeln!(
+            out,
+            "shards:      {} files, {} bytes",
+            file.shards().len(),
+            file.total_len()
+        )?;
+        for s in file.shards() {
+            writeln!(
+                out,
+                "  {}  {} tensors, {} bytes, data at {}",
+                s.path().display(),
+                s.header().tensors.len(),
+                s.len(),
+                s.data_offset()
+            )?;
+        }
+    }
 
     writeln!(out)?;
     writeln!(out, "metadata:")?;
@@ -126,7 +162,11 @@ pub fn write_text(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
                 format!("[{}]", dims.join(", ")),
                 t.n_elements.to_string(),
                 t.n_bytes.to_string(),
-                t.offset.to_string(),
+                if file.is_split() {
+                    format!("{} in shard {}", t.offset, t.shard + 1)
+                } else {
+                    t.offset.to_string()
+                },
             ]
         })
         .collect();
