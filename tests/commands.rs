@@ -25,3 +25,5 @@ mod dequant_python;
 mod hostile;
 #[path = "commands/inspect.rs"]
 mod inspect;
+#[path = "commands/split_sets.rs"]
+mod split_sets;

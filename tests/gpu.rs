@@ -36,5 +36,7 @@ mod service;
 mod shaders_layout_sync;
 #[path = "gpu/shaders_validate.rs"]
 mod shaders_validate;
+#[path = "gpu/split_sets.rs"]
+mod split_sets;
 #[path = "gpu/validation.rs"]
 mod validation;

@@ -1,6 +1,7 @@
 //! The GPU half of [`crate::bench`]: adapters opened for timing, the measurement loop and the
 //! plain-data report it returns.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::kernels::{KernelConfig, KernelResult, KernelRun};
@@ -10,7 +11,7 @@ use crate::formats::sample::normal_blocks;
 use crate::gpu::roofline::{self, ShaderCopy, StreamJob};
 use crate::gpu::timing::{GpuTimer, Timing};
 use crate::gpu::{buffers, compute_adapters, DequantJob, EngineOptions, GpuEngine};
-use crate::{cpu, Backend, DType, Format, Result};
+use crate::{cpu, Backend, DType, Format, GgufFile, Result};
 
 /// Default number of timed runs per measurement.
 pub const DEFAULT_RUNS: usize = 7;
@@ -37,6 +38,38 @@ pub struct BenchConfig {
     pub rotation_target: Option<u64>,
     /// The inference kernels to time ([`super::kernels`]); none by default.
     pub kernels: KernelConfig,
+    /// Blocks to decode per format, e.g. a model's own ([`model_blocks`]), repeated to
+    /// [`n_values`](Self::n_values); formats not here decode random blocks with finite normal
+    /// scales. The kernel rows always use random blocks.
+    pub blocks: BTreeMap<Format, Vec<u8>>,
+}
+
+/// The first `mib` MiB of f32 output worth of each format's blocks in `file`, taken from its
+/// tensors of that format in file order (every shard of a split set): what [`BenchConfig::blocks`]
+/// decodes when the benchmark runs on a model.
+pub fn model_blocks(file: &GgufFile, mib: f64) -> BTreeMap<Format, Vec<u8>> {
+    let n_values = values_for_mib(mib);
+    let mut out: BTreeMap<Format, Vec<u8>> = BTreeMap::new();
+    for t in file.tensors() {
+        let want = (n_values / t.format.block_elems() as u64) as usize * t.format.block_bytes();
+        let have = out.entry(t.format).or_default();
+        let data = file.tensor_data(t);
+        let take = want.saturating_sub(have.len()).min(data.len());
+        have.extend_from_slice(&data[..take]);
+        file.release_tensor(t, 0, take as u64);
+    }
+    out
+}
+
+impl BenchConfig {
+    /// `n_blocks` blocks of `format` to decode: [`BenchConfig::blocks`] repeated, or random ones.
+    fn source(&self, format: Format, n_blocks: usize) -> Vec<u8> {
+        let bytes = n_blocks * format.block_bytes();
+        match self.blocks.get(&format) {
+            Some(b) if !b.is_empty() => b.iter().copied().cycle().take(bytes).collect(),
+            _ => normal_blocks(format, n_blocks, 1),
+        }
+    }
 }
 
 impl BenchConfig {
@@ -53,6 +86,7 @@ impl BenchConfig {
             cpu: true,
             rotation_target: None,
             kernels: KernelConfig::default(),
+            blocks: BTreeMap::new(),
         }
     }
 }
@@ -275,7 +309,7 @@ pub fn run(
     // CPU figures first, once per (format, dtype).
     let mut cpu_figs = Vec::new();
     for &format in &config.formats {
-        let src = normal_blocks(format, n_values as usize / format.block_elems(), 1);
+        let src = config.source(format, n_values as usize / format.block_elems());
         for &dtype in &config.dtypes {
             let figs = if config.cpu {
                 step(format!("{format} {dtype} on the CPU"));
@@ -307,7 +341,7 @@ pub fn run(
         );
         for &format in &shader {
             let n_blocks = n_values / format.block_elems() as u64;
-            let src = normal_blocks(format, n_blocks as usize, 1);
+            let src = config.source(format, n_blocks as usize);
             for &dtype in &config.dtypes {
                 step(format!("{format} {dtype} on {label}"));
                 let target = adapter.rotation_target(config);

@@ -53,7 +53,7 @@ fn model(dir: &Path) -> PathBuf {
 }
 
 /// A version 1.0 .npy file: `descr`, `shape`, order, then `data` as given.
-fn npy(descr: &str, shape: &[usize], fortran: bool, data: &[u8]) -> Vec<u8> {
+pub(crate) fn npy(descr: &str, shape: &[usize], fortran: bool, data: &[u8]) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape = if shape.len() == 1 {
         format!("({},)", dims[0])
@@ -72,7 +72,7 @@ fn npy(descr: &str, shape: &[usize], fortran: bool, data: &[u8]) -> Vec<u8> {
     b
 }
 
-fn le_f32(v: &[f32]) -> Vec<u8> {
+pub(crate) fn le_f32(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 

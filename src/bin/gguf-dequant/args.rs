@@ -265,10 +265,14 @@ pub struct DequantArgs {
 /// `bench` options.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// A GGUF model (the first shard of a split set): decode its own tensors' blocks instead of
+    /// random ones, for the formats it holds (`--types all`: every one of them).
+    #[arg(value_name = "MODEL")]
+    pub model: Option<PathBuf>,
     /// Merge the JSON reports of earlier runs (several machines, schema 2 or 3) into one table
     /// (and `--svg` chart) without running anything.
     #[arg(long, value_name = "REPORT.json", num_args = 1.., conflicts_with_all = [
-        "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
+        "model", "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
         "kernels", "shapes", "batch", "matmul_batch", "rows",
     ])]
     pub compare: Vec<PathBuf>,

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use gguf_dequant::bench::kernels::{KernelConfig, KernelOp, WeightShape, DEFAULT_SHAPES};
 use gguf_dequant::bench::{self, BenchAdapter, BenchConfig};
-use gguf_dequant::{Backend, DType, Format};
+use gguf_dequant::{Backend, DType, Format, GgufFile};
 
 use crate::args::BenchArgs;
 use crate::backend::{self, ADAPTERS};
@@ -21,7 +21,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if !args.compare.is_empty() {
         return compare(args);
     }
-    let formats = formats(&args.types)?;
+    let model = args.model.as_ref().map(GgufFile::open).transpose()?;
+    let formats = match &model {
+        Some(file) => model_formats(file, &args.types)?,
+        None => formats(&args.types)?,
+    };
     let dtypes = match args.dtype.trim().to_ascii_lowercase().as_str() {
         "both" => vec![DType::F32, DType::F16],
         "all" => DType::ALL.to_vec(),
@@ -55,12 +59,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     config.cpu = !args.no_cpu;
     config.rotation_target = rotation_target;
     config.kernels = kernels;
+    if let Some(file) = &model {
+        config.blocks = bench::model_blocks(file, args.mib);
+    }
 
     let bar = Progress::steps(args.quiet, json_stdout);
     let report = bench::run(&config, &adapters, &|s| bar.step(s.done, s.total, s.what))?;
     bar.finish();
 
-    let json = render::bench::report(&report, &Meta::now());
+    let mut json = render::bench::report(&report, &Meta::now());
+    json.model = args.model.as_ref().map(|p| p.display().to_string());
     if let Some(path) = &args.svg {
         svg::write_svg(&[(String::new(), json.clone())], path)?;
     }
@@ -74,6 +82,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         None => {}
     }
     let mut out = render::stdout();
+    if let Some(p) = &args.model {
+        writeln!(out, "blocks from {}", p.display())?;
+    }
     render::bench::write_table(&report, &mut out)?;
     if let Some(path) = &args.svg {
         writeln!(out, "chart: {}", path.display())?;
@@ -100,6 +111,24 @@ fn compare(args: &BenchArgs) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// The formats of `file` that `--types` names (`all`: every one it holds, in registry order); a
+/// named format the file does not hold is an error.
+fn model_formats(file: &GgufFile, types: &str) -> Result<Vec<Format>> {
+    let held: Vec<Format> = Format::ALL
+        .iter()
+        .copied()
+        .filter(|&f| file.tensors().iter().any(|t| t.format == f))
+        .collect();
+    if types.trim().eq_ignore_ascii_case("all") {
+        return Ok(held);
+    }
+    let named = formats(types)?;
+    if let Some(f) = named.iter().find(|f| !held.contains(f)) {
+        bail!("--types: {} holds no {f} tensor", file.path().display());
+    }
+    Ok(named)
 }
 
 /// `--types`: ggml names, comma-separated (each once), or `all` = every format with a shader.

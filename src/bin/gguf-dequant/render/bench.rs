@@ -34,6 +34,9 @@ pub struct Report {
     pub date: String,
     /// The host name, where the system gives one cheaply.
     pub host: Option<String>,
+    /// The model whose blocks were decoded (`bench MODEL`); absent: random blocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// Values every format and dtype decoded.
     pub n_values: u64,
     /// Timed runs per measurement.
@@ -330,6 +333,7 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
         version: env!("CARGO_PKG_VERSION").to_string(),
         date: meta.date.clone(),
         host: meta.host.clone(),
+        model: None,
         n_values: report.results.first().map_or(0, |r| r.n_values),
         runs: report.runs,
         warmup: report.warmup,
