@@ -64,6 +64,7 @@
 //! each load has its own staging ring.
 
 mod freshness;
+mod placement;
 mod plan;
 mod resident;
 mod stream;
@@ -73,6 +74,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use placement::{resident_bytes, Placement, Role, Split};
 use plan::{Limits, Path, Plan};
 use resident::{Allocation, Counters};
 pub use resident::{ElementBinding, ResidentModel, ResidentPart, ResidentTensor, ServiceStats};
