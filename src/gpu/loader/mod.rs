@@ -367,7 +367,12 @@ impl WeightLoader {
         match e {
             Error::Gpu(GpuError::DeviceLost(_)) => e,
             Error::Gpu(_) => {
-                self.engine.poll();
+                // A destroyed device reports its loss only once its queue is idle: wait for
+                // that (a lost device is found right after it is destroyed mid-load).
+                let _ = self.device().poll(wgpu::PollType::Wait {
+                    submission_index: None,
+                    timeout: Some(self.options.timeout),
+                });
                 match self.engine.check_device() {
                     Err(lost @ Error::Gpu(GpuError::DeviceLost(_))) => lost,
                     _ => e,
