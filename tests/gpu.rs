@@ -28,6 +28,8 @@ mod gpu_throughput;
 mod gpu_vs_cpu;
 #[path = "gpu/kernels.rs"]
 mod kernels;
+#[path = "gpu/multi.rs"]
+mod multi;
 #[path = "gpu/oracle_quantized.rs"]
 mod oracle_quantized;
 #[path = "gpu/service.rs"]

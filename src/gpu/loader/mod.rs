@@ -62,8 +62,15 @@
 //!
 //! The loader is `Send + Sync`: share one (e.g. in an `Arc`) and load from many threads at once;
 //! each load has its own staging ring.
+//!
+//! # Several devices
+//!
+//! [`MultiLoader`] places one model over several devices ([`Placement`]: whole layers per device,
+//! by proportions or by budgets, the input and output tensors where asked) and loads each
+//! device's share through that device's loader, all devices at once.
 
 mod freshness;
+mod multi;
 mod placement;
 mod plan;
 mod resident;
@@ -74,6 +81,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use multi::{DeviceReport, MultiLoader, MultiModel, MultiReport};
 pub use placement::{resident_bytes, Placement, Role, Split};
 use plan::{Limits, Path, Plan};
 use resident::{Allocation, Counters};
