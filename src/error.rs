@@ -124,6 +124,27 @@ pub enum Error {
         /// What is wrong with the selection.
         reason: String,
     },
+    /// A placement over several devices that cannot be applied: no device, an input or output
+    /// device past the split, shares that are negative, not finite or all zero, or a split whose
+    /// length is not the number of devices.
+    #[error("invalid placement: {reason}")]
+    Placement {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A device's budget of a placement over several devices cannot hold what the placement puts
+    /// there. Reported before anything is allocated on any device.
+    #[error("device {device}: {what} need {needed} bytes, over its budget of {budget} bytes")]
+    OverBudget {
+        /// The device (its index in the placement).
+        device: usize,
+        /// What had to go there.
+        what: String,
+        /// Bytes that would be resident there.
+        needed: u64,
+        /// The device's budget in bytes.
+        budget: u64,
+    },
 }
 
 impl Error {
@@ -168,6 +189,9 @@ impl Error {
                 "list the tensor names with `gguf-dequant inspect`"
             }
             Error::OutOfMemory { .. } => "free host memory or lower the staging budget",
+            Error::OverBudget { .. } => {
+                "raise the budgets, add a device, keep the tensors raw or as f16/bf16, or load fewer tensors"
+            }
             _ => return None,
         })
     }

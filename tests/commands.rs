@@ -1,6 +1,7 @@
 //! The tests that run the `gguf-dequant` binary as a user does: exit codes, one-line errors and
 //! outputs read back (by this crate and by numpy / safetensors), the hostile-file corpus, and the
-//! GPU commands (`selftest`, `adapters`, `verify`, `convert`, `load`, `bench`, `apply`).
+//! GPU commands (`selftest`, `adapters`, `verify`, `convert`, `load`, `load --devices`, `bench`,
+//! `apply`).
 //!
 //! One binary, one module per topic in `tests/commands/<topic>.rs` (a crate root's `mod x;` would
 //! look in `tests/`, hence the `#[path]`s); shared helpers in `tests/support/`.
@@ -25,5 +26,8 @@ mod dequant_python;
 mod hostile;
 #[path = "commands/inspect.rs"]
 mod inspect;
+#[cfg(feature = "gpu")]
+#[path = "commands/load_devices.rs"]
+mod load_devices;
 #[path = "commands/split_sets.rs"]
 mod split_sets;

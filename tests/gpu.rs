@@ -1,7 +1,7 @@
 //! The tests that need wgpu: the WGSL shaders (validation, layout against the Rust registry,
 //! pipelines on the noop device), GPU output against the CPU codecs on every adapter, the real
-//! models and ggml's quantiser output on the GPU, the weight-loading service, faults and
-//! concurrency.
+//! models and ggml's quantiser output on the GPU, the weight-loading service, one model over
+//! several devices, faults and concurrency.
 //!
 //! One binary, one module per topic in `tests/gpu/<topic>.rs` (a crate root's `mod x;` would look
 //! in `tests/`, hence the `#[path]`s); shared helpers in `tests/support/`. Tests that run on an
@@ -28,6 +28,8 @@ mod gpu_throughput;
 mod gpu_vs_cpu;
 #[path = "gpu/kernels.rs"]
 mod kernels;
+#[path = "gpu/multi.rs"]
+mod multi;
 #[path = "gpu/oracle_quantized.rs"]
 mod oracle_quantized;
 #[path = "gpu/service.rs"]

@@ -65,7 +65,13 @@ pub fn compute_adapters(backend: Backend) -> Result<Vec<wgpu::Adapter>> {
         }
         .into());
     }
-    usable.sort_by_key(|a| {
+    rank(&mut usable);
+    Ok(usable)
+}
+
+/// Sorts compute adapters best first (stable: ties keep wgpu's enumeration order).
+fn rank(adapters: &mut [wgpu::Adapter]) {
+    adapters.sort_by_key(|a| {
         let info = a.get_info();
         let kind = match info.device_type {
             wgpu::DeviceType::DiscreteGpu => 0,
@@ -76,7 +82,6 @@ pub fn compute_adapters(backend: Backend) -> Result<Vec<wgpu::Adapter>> {
         };
         (kind, info.backend == wgpu::Backend::Gl)
     });
-    Ok(usable)
 }
 
 /// An adapter as wgpu reports it, with the limits that matter for dequantisation.
@@ -88,18 +93,31 @@ pub struct AdapterDetails {
     pub limits: wgpu::Limits,
     /// Whether it runs compute shaders (GL adapters below GLES 3.1 do not).
     pub compute: bool,
+    /// Its position in [`compute_adapters`]`(Backend::All)` (the adapter numbers of the command
+    /// line's `adapters` and `load --devices`); `None` when it does not run compute shaders.
+    pub index: Option<usize>,
 }
 
-/// Every adapter wgpu sees on any backend, usable for compute or not.
+/// Every adapter wgpu sees on any backend, usable for compute or not: the compute adapters first,
+/// in the order of [`compute_adapters`]`(Backend::All)`, then the others.
 pub fn list_adapters() -> Vec<AdapterDetails> {
     let backends = Backend::All.wgpu_backends();
-    pollster::block_on(instance(backends).enumerate_adapters(backends))
+    let (mut compute, other): (Vec<_>, Vec<_>) =
+        pollster::block_on(instance(backends).enumerate_adapters(backends))
+            .into_iter()
+            .partition(runs_compute);
+    rank(&mut compute);
+    let details = |a: &wgpu::Adapter, index: Option<usize>| AdapterDetails {
+        info: a.get_info(),
+        limits: a.limits(),
+        compute: index.is_some(),
+        index,
+    };
+    compute
         .iter()
-        .map(|a| AdapterDetails {
-            info: a.get_info(),
-            limits: a.limits(),
-            compute: runs_compute(a),
-        })
+        .enumerate()
+        .map(|(i, a)| details(a, Some(i)))
+        .chain(other.iter().map(|a| details(a, None)))
         .collect()
 }
 

@@ -19,7 +19,7 @@ use crate::support::gpu::{caller_pipeline, label, read_buffer};
 
 /// Random blocks of `format`: finite scales for block formats, ordinary values for the
 /// one-value formats (whose random bit patterns would overflow any f32 sum).
-fn weights(format: Format, n_values: usize, seed: u64) -> Vec<u8> {
+pub fn weights(format: Format, n_values: usize, seed: u64) -> Vec<u8> {
     let blocks = n_values / format.block_elems();
     if format.block_elems() == 1 {
         normal_blocks(format, blocks, seed)
@@ -28,7 +28,7 @@ fn weights(format: Format, n_values: usize, seed: u64) -> Vec<u8> {
     }
 }
 
-fn inputs(n: usize, seed: u64) -> Vec<f32> {
+pub fn inputs(n: usize, seed: u64) -> Vec<f32> {
     let mut rng = Rng::new(seed);
     (0..n)
         .map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
@@ -38,7 +38,7 @@ fn inputs(n: usize, seed: u64) -> Vec<f32> {
 /// Asserts `got` within the bound of `want` and returns the largest fraction. Outputs whose
 /// Σ|w·x| passes f32's range are outside the contract (an f32 partial sum may overflow), as with
 /// MXFP4 blocks whose random E8M0 scale is near 2^127.
-fn within(what: &str, want: &ops::Sums, got: &[f32]) -> f64 {
+pub fn within(what: &str, want: &ops::Sums, got: &[f32]) -> f64 {
     assert_eq!(got.len(), want.y.len(), "{what}: output length");
     let mut worst = 0f64;
     for (i, &g) in got.iter().enumerate() {

@@ -285,6 +285,51 @@ pub fn all_adapters() -> Vec<Adapter> {
     gguf_dequant::gpu::compute_adapters(Backend::All).unwrap_or_default()
 }
 
+/// For the tests of one model over several devices: runs `body` once with an engine on every
+/// compute adapter of every backend (`compute_adapters(Backend::All)`, best first: in CI lavapipe,
+/// SwiftShader and llvmpipe GL, in one process), holding the shared lock of `gpu_test!` and
+/// checking for validation errors after it as `gpu_test!` does. Fewer than 3 adapters fails
+/// under `CI=true`; elsewhere fewer than 2 prints `SKIPPED` and does not run `body`.
+pub fn on_every_adapter(test: &'static str, body: impl FnOnce(Vec<GpuEngine>)) {
+    validation::init();
+    let _shared = GPU.read().unwrap_or_else(|p| p.into_inner());
+    validation::assert_none(test, "before the test (left by another test)");
+    let adapters = all_adapters();
+    let seen: Vec<String> = adapters
+        .iter()
+        .map(|a| {
+            let info = a.get_info();
+            format!("{} ({:?})", info.name, info.backend)
+        })
+        .collect();
+    let what = format!(
+        "{} compute adapter(s) ({}); install mesa-vulkan-drivers, libegl1, libgl1-mesa-dri and SwiftShader",
+        adapters.len(),
+        seen.join(", ")
+    );
+    if adapters.len() < 3 && super::is_ci() {
+        panic!("[{test}] {what}: CI=true needs 3 for the multi-device tests");
+    }
+    if adapters.len() < 2 {
+        eprintln!("\n*** SKIPPED [{test}]: {what}; the multi-device tests need 2 ***\n");
+        return;
+    }
+    eprintln!("[{test}] on {}", seen.join(", "));
+    let engines = adapters
+        .iter()
+        .map(|a| {
+            GpuEngine::from_adapter(a, EngineOptions::default())
+                .unwrap_or_else(|e| panic!("[{test}] {e}"))
+        })
+        .collect();
+    let guard = validation::PrintOnPanic(test);
+    body(engines);
+    drop(guard);
+    validation::assert_none(test, "after the test");
+    drop(adapters);
+    validation::assert_none(test, "when the instance was dropped");
+}
+
 /// Runs `f` with no `gpu_test!` test of the binary running (the lock an `exclusive` test holds).
 pub fn exclusive<R>(f: impl FnOnce() -> R) -> R {
     let _exclusive = GPU.write().unwrap_or_else(|p| p.into_inner());

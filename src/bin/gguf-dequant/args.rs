@@ -92,11 +92,52 @@ pub struct LoadArgs {
     /// Read the file through its memory map (`mmap`) or with plain reads (`read`).
     #[arg(long, default_value = "mmap", value_parser = parse_source)]
     pub source: Source,
-    /// Host staging budget in MiB.
+    /// Host staging budget in MiB (per device with --devices).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub staging_mib: u64,
     #[command(flatten)]
+    pub devices: DeviceArgs,
+    #[command(flatten)]
     pub report: Report,
+}
+
+/// `load`'s options for one model over several devices.
+#[derive(Debug, Args)]
+pub struct DeviceArgs {
+    /// Place the model over several GPU devices: `all` compute adapters, or adapter numbers as
+    /// `gguf-dequant adapters` prints them, comma-separated (layers go to them in that order).
+    #[arg(long, value_name = "all|LIST", value_parser = parse_devices, conflicts_with = "backend")]
+    pub devices: Option<Devices>,
+    /// With --devices: each device's share of the layers, by layer count (llama.cpp's
+    /// --tensor-split), e.g. `3,1,1` [default: equal shares].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "devices")]
+    pub tensor_split: Vec<f64>,
+    /// With --devices: each device's budget of resident MiB, filled in order, e.g. `100,200,300`.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        requires = "devices",
+        conflicts_with = "tensor_split"
+    )]
+    pub budget_mib: Vec<u64>,
+    /// With --devices: the adapter of the input tensors (token_embd, ...) [default: the first
+    /// of --devices].
+    #[arg(long, value_name = "N", requires = "devices")]
+    pub input_device: Option<usize>,
+    /// With --devices: the adapter of the output tensors (output, output_norm) [default: the
+    /// last of --devices].
+    #[arg(long, value_name = "N", requires = "devices")]
+    pub output_device: Option<usize>,
+}
+
+/// `--devices`: every compute adapter, or these adapter numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Devices {
+    /// `all`.
+    All,
+    /// Adapter numbers, in placement order.
+    List(Vec<usize>),
 }
 
 /// `verify` options.
@@ -352,7 +393,7 @@ pub struct Report {
 }
 
 /// `--tensor` and `--glob`: which tensors a command works on.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct Select {
     /// Only this tensor (repeatable); every tensor when neither --tensor nor --glob is given.
     #[arg(long = "tensor", value_name = "NAME")]
@@ -385,6 +426,20 @@ fn parse_residency(s: &str) -> Result<Residency, String> {
     } else {
         Ok(Residency::Dequantised(s.parse()?))
     }
+}
+
+fn parse_devices(s: &str) -> Result<Devices, String> {
+    if s.trim().eq_ignore_ascii_case("all") {
+        return Ok(Devices::All);
+    }
+    s.split(',')
+        .map(|d| {
+            d.trim()
+                .parse()
+                .map_err(|_| format!("`{d}` is not an adapter number (expected all or e.g. 0,2)"))
+        })
+        .collect::<Result<_, _>>()
+        .map(Devices::List)
 }
 
 fn parse_source(s: &str) -> Result<Source, String> {

@@ -62,8 +62,16 @@
 //!
 //! The loader is `Send + Sync`: share one (e.g. in an `Arc`) and load from many threads at once;
 //! each load has its own staging ring.
+//!
+//! # Several devices
+//!
+//! [`MultiLoader`] places one model over several devices ([`Placement`]: whole layers per device,
+//! by proportions or by budgets, the input and output tensors where asked) and loads each
+//! device's share through that device's loader, all devices at once.
 
 mod freshness;
+mod multi;
+mod placement;
 mod plan;
 mod resident;
 mod stream;
@@ -73,6 +81,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use multi::{DeviceReport, MultiLoader, MultiModel, MultiReport};
+pub use placement::{resident_bytes, Placement, Role, Split};
 use plan::{Limits, Path, Plan};
 use resident::{Allocation, Counters};
 pub use resident::{ElementBinding, ResidentModel, ResidentPart, ResidentTensor, ServiceStats};
@@ -365,7 +375,12 @@ impl WeightLoader {
         match e {
             Error::Gpu(GpuError::DeviceLost(_)) => e,
             Error::Gpu(_) => {
-                self.engine.poll();
+                // A destroyed device reports its loss only once its queue is idle: wait for
+                // that (a lost device is found right after it is destroyed mid-load).
+                let _ = self.device().poll(wgpu::PollType::Wait {
+                    submission_index: None,
+                    timeout: Some(self.options.timeout),
+                });
                 match self.engine.check_device() {
                     Err(lost @ Error::Gpu(GpuError::DeviceLost(_))) => lost,
                     _ => e,

@@ -1,4 +1,5 @@
-//! `adapters`: every GPU adapter wgpu sees, with the limits that matter here.
+//! `adapters`: every GPU adapter wgpu sees, with the limits that matter here, each compute adapter
+//! numbered as `load --devices` takes it (`[-]`: no compute shaders).
 
 use std::io::Write;
 
@@ -17,6 +18,7 @@ pub fn run(args: &AdaptersArgs) -> Result<()> {
             .iter()
             .map(|a| {
                 json!({
+                    "index": a.index,
                     "name": a.info.name,
                     "backend": a.info.backend.to_string().to_lowercase(),
                     "device_type": format!("{:?}", a.info.device_type),
@@ -43,9 +45,10 @@ pub fn run(args: &AdaptersArgs) -> Result<()> {
     }
     for a in &adapters {
         let l = &a.limits;
+        let index = a.index.map_or("-".to_string(), |i| i.to_string());
         writeln!(
             out,
-            "{} ({:?}, {:?})",
+            "[{index}] {} ({:?}, {:?})",
             a.info.name, a.info.backend, a.info.device_type
         )?;
         writeln!(

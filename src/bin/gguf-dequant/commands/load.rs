@@ -1,57 +1,247 @@
-//! `load`: the selected tensors made GPU-resident, with a report of speed and memory.
+//! `load`: the selected tensors made GPU-resident, with a report of speed and memory; with
+//! `--devices`, one model placed over several adapters.
 
 use std::io::Write;
 use std::sync::Arc;
 
-use anyhow::Result;
-use gguf_dequant::gpu::loader::{self, LoadOptions, Progress as Ticks, Residency, WeightLoader};
-use gguf_dequant::gpu::GpuEngine;
-use gguf_dequant::GgufFile;
+use anyhow::{anyhow, bail, Result};
+use gguf_dequant::gpu::loader::{
+    self, LoadOptions, LoadReport, MultiLoader, MultiModel, Placement, Progress as Ticks,
+    Residency, Split, WeightLoader,
+};
+use gguf_dequant::gpu::{self, EngineOptions, GpuEngine};
+use gguf_dequant::{Backend, GgufFile};
 use serde_json::json;
 
-use crate::args::LoadArgs;
+use crate::args::{DeviceArgs, Devices, LoadArgs};
 use crate::backend::{self, GPU};
 use crate::progress::Progress;
 use crate::render::{self, describe};
 
 /// Loads `args.file` (or its selection) and reports.
 pub fn run(args: LoadArgs) -> Result<()> {
+    if let Some(devices) = &args.devices.devices {
+        return run_on_devices(&args, devices);
+    }
     let backend = backend::choose(args.backend, GPU)?;
     let file = GgufFile::open(&args.file)?;
-    let selection = args.select.selection();
+    let selection = args.select.clone().selection();
     let total = super::selected(&file, &selection)?
         .iter()
         .map(|t| t.n_bytes)
         .sum();
     let engine = Arc::new(GpuEngine::new(backend)?);
     let bar = Progress::bytes(total, args.report.quiet, args.report.json);
-    let options = LoadOptions {
+    let loader = WeightLoader::with_engine(engine.clone(), options(&args, &bar));
+    let model = loader.load(&file, &selection, args.dtype)?;
+    bar.finish();
+    print(&args, model.report(), On::Adapter(&engine))
+}
+
+/// The loader options of the command line (staging, source, the progress bar).
+fn options(args: &LoadArgs, bar: &Progress) -> LoadOptions {
+    LoadOptions {
         staging_bytes: args.staging_mib << 20,
         source: args.source,
         progress: Some(Ticks::new(bar.ticker())),
         ..LoadOptions::default()
-    };
-    let loader = WeightLoader::with_engine(engine.clone(), options);
-    let model = loader.load(&file, &selection, args.dtype)?;
+    }
+}
+
+/// `--devices`: the placement is checked before any device is created, then every device loads
+/// its share at once.
+fn run_on_devices(args: &LoadArgs, devices: &Devices) -> Result<()> {
+    let file = GgufFile::open(&args.file)?;
+    let selection = args.select.clone().selection();
+    let adapters = gpu::compute_adapters(Backend::All)?;
+    let numbers = adapter_numbers(devices, adapters.len())?;
+    let placement = placement(&args.devices, &numbers)?;
+    let total = placement
+        .assign(&file, &selection, args.dtype)?
+        .iter()
+        .flatten()
+        .map(|&i| file.tensors()[i].n_bytes)
+        .sum();
+    let picked: Vec<_> = numbers.iter().map(|&i| adapters[i].clone()).collect();
+    let bar = Progress::bytes(total, args.report.quiet, args.report.json);
+    let multi = MultiLoader::from_adapters(&picked, EngineOptions::default(), options(args, &bar))?;
+    let model = multi.load(&file, &selection, args.dtype, &placement)?;
     bar.finish();
     let r = model.report();
+    let totals = LoadReport {
+        tensors: r.tensors,
+        bytes_read: r.bytes_read,
+        bytes_resident: r.bytes_resident,
+        seconds: r.seconds,
+        source: args.source,
+        staging_bytes: r.staging_bytes,
+        chunks: r
+            .devices
+            .iter()
+            .filter_map(|d| d.load.as_ref())
+            .map(|l| l.chunks)
+            .sum(),
+    };
+    print(
+        args,
+        &totals,
+        On::Devices {
+            model: &model,
+            first: multi.loaders()[0].engine(),
+            numbers: &numbers,
+            placement: &placement,
+        },
+    )
+}
+
+/// The adapter numbers `--devices` names, each a compute adapter, none twice.
+fn adapter_numbers(devices: &Devices, found: usize) -> Result<Vec<usize>> {
+    let list = match devices {
+        Devices::All => (0..found).collect(),
+        Devices::List(list) => list.clone(),
+    };
+    for (i, &d) in list.iter().enumerate() {
+        if d >= found {
+            bail!("--devices: there is no compute adapter {d} ({found} found, numbered by `gguf-dequant adapters`)");
+        }
+        if list[..i].contains(&d) {
+            bail!("--devices: adapter {d} is named twice");
+        }
+    }
+    Ok(list)
+}
+
+/// The placement of `--tensor-split` / `--budget-mib` and `--input-device` / `--output-device`
+/// over the adapters `numbers` (in that order).
+fn placement(args: &DeviceArgs, numbers: &[usize]) -> Result<Placement> {
+    let n = numbers.len();
+    let given = |flag: &str, len: usize| {
+        if len == n {
+            Ok(())
+        } else {
+            Err(anyhow!(
+                "{flag} gives {len} value(s) for the {n} device(s) of --devices"
+            ))
+        }
+    };
+    let split = if !args.budget_mib.is_empty() {
+        given("--budget-mib", args.budget_mib.len())?;
+        Split::Budgets(
+            args.budget_mib
+                .iter()
+                .map(|m| m.saturating_mul(1 << 20))
+                .collect(),
+        )
+    } else if !args.tensor_split.is_empty() {
+        given("--tensor-split", args.tensor_split.len())?;
+        Split::Proportions(args.tensor_split.clone())
+    } else {
+        Split::Proportions(vec![1.0; n])
+    };
+    let position = |flag: &str, adapter: Option<usize>, default: usize| match adapter {
+        None => Ok(default),
+        Some(a) => numbers
+            .iter()
+            .position(|&d| d == a)
+            .ok_or_else(|| anyhow!("{flag}: adapter {a} is not one of --devices")),
+    };
+    Ok(Placement {
+        split,
+        input: position("--input-device", args.input_device, 0)?,
+        output: position("--output-device", args.output_device, n - 1)?,
+    })
+}
+
+/// Where the model went: one adapter, or several devices.
+enum On<'a> {
+    Adapter(&'a GpuEngine),
+    Devices {
+        model: &'a MultiModel,
+        /// The engine of the first device (the `backend` and `adapter` of the JSON report).
+        first: &'a GpuEngine,
+        /// The adapter number of each device.
+        numbers: &'a [usize],
+        placement: &'a Placement,
+    },
+}
+
+/// Prints the report `r` (of the whole load) as text or JSON.
+fn print(args: &LoadArgs, r: &LoadReport, on: On<'_>) -> Result<()> {
     let dtype = match args.dtype {
         Residency::Raw => "raw",
         Residency::Dequantised(d) => d.name(),
     };
     let peak_rss = loader::peak_rss_bytes();
     if args.report.json {
-        let (backend, adapter) = render::backend_json(Some(&engine));
-        return render::print_json(&json!({
+        let first = match &on {
+            On::Adapter(engine) | On::Devices { first: engine, .. } => engine,
+        };
+        let (backend, adapter) = render::backend_json(Some(first));
+        let mut report = json!({
             "file": render::path_json(&args.file), "backend": backend, "adapter": adapter,
             "dtype": dtype, "tensors": r.tensors, "bytes_read": r.bytes_read,
             "bytes_resident": r.bytes_resident, "seconds": r.seconds, "gb_per_s": r.gb_per_s(),
             "peak_rss_bytes": peak_rss, "source": r.source.name(),
             "staging_bytes": r.staging_bytes,
-        }));
+        });
+        if let On::Devices { model, numbers, .. } = &on {
+            let devices: Vec<_> = model
+                .report()
+                .devices
+                .iter()
+                .zip(numbers.iter())
+                .map(|(d, index)| {
+                    json!({
+                        "index": index, "adapter": d.adapter.name,
+                        "backend": d.adapter.backend.to_string().to_lowercase(),
+                        "tensors": d.tensors, "layers": d.layers,
+                        "bytes_resident": d.bytes_resident,
+                    })
+                })
+                .collect();
+            report["devices"] = json!(devices);
+        }
+        return render::print_json(&report);
     }
     let mut out = render::stdout();
-    writeln!(out, "adapter:        {}", describe(&engine))?;
+    match &on {
+        On::Adapter(engine) => writeln!(out, "adapter:        {}", describe(engine))?,
+        On::Devices {
+            model,
+            numbers,
+            placement,
+            ..
+        } => {
+            let split = match &placement.split {
+                Split::Proportions(p) => format!("layers by shares {} of their count", list(p)),
+                Split::Budgets(b) => format!(
+                    "layers by budgets of {} MiB",
+                    list(&b.iter().map(|b| b >> 20).collect::<Vec<_>>())
+                ),
+            };
+            writeln!(out, "devices:        {}, {split}", numbers.len())?;
+            for (d, index) in model.report().devices.iter().zip(numbers.iter()) {
+                let info = &d.adapter;
+                let mut roles = String::new();
+                for (role, at) in [("input", placement.input), ("output", placement.output)] {
+                    if at == d.device {
+                        roles.push_str(", ");
+                        roles.push_str(role);
+                    }
+                }
+                writeln!(
+                    out,
+                    "  [{index}] {} ({:?}, {:?}): layers {}, {} tensors, {} bytes resident{roles}",
+                    info.name,
+                    info.backend,
+                    info.device_type,
+                    ranges(&d.layers),
+                    d.tensors,
+                    d.bytes_resident
+                )?;
+            }
+        }
+    }
     writeln!(out, "tensors:        {} resident as {dtype}", r.tensors)?;
     writeln!(
         out,
@@ -73,4 +263,37 @@ pub fn run(args: LoadArgs) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// `3,1,1`.
+fn list<T: std::fmt::Display>(values: &[T]) -> String {
+    values
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Sorted layer numbers as runs: `0-9,12`, or `none`.
+fn ranges(layers: &[u64]) -> String {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &l in layers {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == l => *end = l,
+            _ => runs.push((l, l)),
+        }
+    }
+    if runs.is_empty() {
+        return "none".into();
+    }
+    runs.iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
