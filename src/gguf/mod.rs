@@ -74,6 +74,8 @@ use crate::formats::Format;
 use crate::{Error, Result};
 
 pub use error::GgufError;
+#[cfg(feature = "gpu")]
+pub(crate) use mmap::read_exact_at_into;
 pub use reader::parse;
 pub use split::SplitError;
 pub use value::{Array, GgufString, Value, ValueType};
@@ -219,6 +221,30 @@ impl Shard {
     pub fn release(&self, offset: u64, len: u64) {
         let clamp = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
         self.map.release(clamp(offset), clamp(len));
+    }
+
+    /// How many pages of bytes `offset..offset + len` of the file the OS page cache holds now,
+    /// and how many pages that range has (`mincore`, 4 KiB pages; Unix). `None` where the OS
+    /// cannot tell.
+    pub fn cached_pages(&self, offset: u64, len: u64) -> Option<(u64, u64)> {
+        let clamp = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+        self.map
+            .cached_pages(clamp(offset), clamp(len))
+            .map(|(a, b)| (a as u64, b as u64))
+    }
+
+    /// Asks the OS to drop bytes `offset..offset + len` of the file from the page cache (this
+    /// process's mapping first, then `POSIX_FADV_DONTNEED`; Linux), so that the next read comes
+    /// from the disk. Dirty pages and pages another process has mapped stay: check with
+    /// [`Shard::cached_pages`].
+    pub fn drop_cache(&self, offset: u64, len: u64) -> Result<()> {
+        let io = |source| Error::Io {
+            path: self.path.clone(),
+            source,
+        };
+        self.release(offset, len);
+        let file = File::open(&self.path).map_err(io)?;
+        mmap::drop_cache(&file, offset, len).map_err(io)
     }
 }
 

@@ -66,6 +66,7 @@
 mod freshness;
 mod plan;
 mod resident;
+mod roofline;
 mod stream;
 
 use std::fmt;
@@ -76,6 +77,8 @@ use std::time::{Duration, Instant};
 use plan::{Limits, Path, Plan};
 use resident::{Allocation, Counters};
 pub use resident::{ElementBinding, ResidentModel, ResidentPart, ResidentTensor, ServiceStats};
+pub use roofline::{drop_page_cache, LoadRooflines, NotMeasured, RooflineOptions, Throughput};
+pub use stream::READER_THREAD;
 
 use crate::gpu::{buffers, windows, DequantJob, EngineOptions, GpuEngine, GpuError};
 use crate::{Backend, DType, Error, Format, GgufFile, Result, Selection};
@@ -108,17 +111,24 @@ pub enum Source {
     /// see [`GgufFile`]); prefer [`Source::DirectRead`] where that may happen.
     #[default]
     Mmap,
-    /// Plain `read` calls on a new handle of the file into a slot-sized buffer. The handle is
-    /// checked against the map first (same length, same header bytes).
+    /// Plain `pread` calls on a new handle of each file, straight into the mapped staging slot
+    /// (no copy in between). The handle is checked against the map first (same length, same
+    /// header bytes). A file truncated meanwhile is [`Error::FileChanged`], never a signal.
     DirectRead,
+    /// Like [`Source::DirectRead`], with `O_DIRECT` (Linux): aligned reads that bypass the page
+    /// cache, through a 4 MiB bounce buffer per reader, for a model read once from a fast disk
+    /// whose pages should not push anything else out of memory. A file system that refuses it
+    /// (tmpfs, some overlays) is an [`Error::Io`] saying so; elsewhere than Linux too.
+    Direct,
 }
 
 impl Source {
-    /// `mmap` or `read`.
+    /// `mmap`, `read` or `direct`.
     pub const fn name(self) -> &'static str {
         match self {
             Source::Mmap => "mmap",
             Source::DirectRead => "read",
+            Source::Direct => "direct",
         }
     }
 }
@@ -132,12 +142,15 @@ impl fmt::Display for Source {
 impl FromStr for Source {
     type Err = String;
 
-    /// `mmap`, or `read` / `direct` / `direct-read`.
+    /// `mmap`, `read` (or `direct-read`), or `direct` (or `o_direct`).
     fn from_str(s: &str) -> std::result::Result<Source, String> {
         match s.trim().to_ascii_lowercase().as_str() {
             "mmap" => Ok(Source::Mmap),
-            "read" | "direct" | "direct-read" | "directread" => Ok(Source::DirectRead),
-            _ => Err(format!("unknown source `{s}` (expected mmap or read)")),
+            "read" | "direct-read" | "directread" => Ok(Source::DirectRead),
+            "direct" | "o_direct" | "o-direct" => Ok(Source::Direct),
+            _ => Err(format!(
+                "unknown source `{s}` (expected mmap, read or direct)"
+            )),
         }
     }
 }
@@ -153,6 +166,8 @@ pub struct LoadOptions {
     pub slots: usize,
     /// Where the bytes come from (default [`Source::Mmap`]).
     pub source: Source,
+    /// Reader threads filling staging slots at once (default 2; at most one per slot).
+    pub readers: usize,
     /// Decode formats without a GPU shader on the CPU into the staging slots (default `true`);
     /// `false` makes them [`GpuError::Unsupported`].
     pub cpu_fallback: bool,
@@ -196,6 +211,7 @@ impl Default for LoadOptions {
             staging_bytes: 64 << 20,
             slots: 4,
             source: Source::Mmap,
+            readers: 2,
             cpu_fallback: true,
             max_buffer_bytes: None,
             gpu_budget_bytes: None,
@@ -223,16 +239,35 @@ pub struct LoadReport {
     pub staging_bytes: u64,
     /// Staging fills (GPU submissions).
     pub chunks: usize,
+    /// Seconds of `seconds` before the first byte is read: selection, freshness checks,
+    /// planning, compiling shaders on their first use, allocating the resident buffers and the
+    /// staging ring.
+    pub setup_seconds: f64,
+    /// Seconds of `seconds` moving the bytes: reading, staging, copying (and dequantising)
+    /// until the GPU has finished, and the freshness check after.
+    pub transfer_seconds: f64,
+    /// Reader threads used.
+    pub readers: usize,
 }
 
 impl LoadReport {
     /// `bytes_read / seconds`, in GB/s (10⁹ bytes).
     pub fn gb_per_s(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.bytes_read as f64 / self.seconds / 1e9
-        } else {
-            0.0
-        }
+        gb_per_s(self.bytes_read, self.seconds)
+    }
+
+    /// `bytes_read / transfer_seconds`, in GB/s: the speed of the transfer alone.
+    pub fn transfer_gb_per_s(&self) -> f64 {
+        gb_per_s(self.bytes_read, self.transfer_seconds)
+    }
+}
+
+/// `bytes / seconds` in GB/s (10⁹ bytes), 0 for no time.
+fn gb_per_s(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 / seconds / 1e9
+    } else {
+        0.0
     }
 }
 
@@ -365,7 +400,8 @@ impl WeightLoader {
         match e {
             Error::Gpu(GpuError::DeviceLost(_)) => e,
             Error::Gpu(_) => {
-                self.engine.poll();
+                self.engine
+                    .settle(self.options.timeout.min(Duration::from_secs(5)));
                 match self.engine.check_device() {
                     Err(lost @ Error::Gpu(GpuError::DeviceLost(_))) => lost,
                     _ => e,
@@ -404,28 +440,21 @@ impl WeightLoader {
         self.engine.check_device()?;
         let selected = selection.resolve(file)?;
         let before = freshness::snapshot(file)?;
-        let direct = match options.source {
-            Source::DirectRead => freshness::open_direct(file)?,
-            Source::Mmap => Vec::new(),
+        let input = match options.source {
+            Source::Mmap => stream::Input::Map(file),
+            Source::DirectRead => stream::Input::Read(file, freshness::open_direct(file, false)?),
+            Source::Direct => stream::Input::Direct(file, freshness::open_direct(file, true)?),
         };
         let plan = self.plan(file, &selected, residency, options)?;
-        let (buffers, resident_alloc) = self.allocate_resident(file, &plan, options)?;
+        let (buffers, resident_alloc) =
+            self.allocate_resident(&plan, |i| file.tensors()[i].name.as_str(), options)?;
         let ring = self.allocate_ring(&plan, options)?;
-        stream::Stream {
-            engine: &self.engine,
-            file,
-            source: options.source,
-            plan: &plan,
-            buffers: &buffers,
-            staging: &ring.staging,
-            scratch: &ring.scratch,
-            direct,
-            timeout: options.timeout,
-            progress: options.progress.as_ref(),
-        }
-        .run()?;
+        let transfer = Instant::now();
+        let setup_seconds = (transfer - start).as_secs_f64();
+        let readers = self.stream(input, &plan, &buffers, &ring, options)?;
         drop(ring);
         freshness::unchanged_since(file, &before)?;
+        let transfer_seconds = transfer.elapsed().as_secs_f64();
         let tensors = resident_tensors(file, &plan, buffers, residency.dtype());
         let report = LoadReport {
             tensors: tensors.len(),
@@ -435,6 +464,9 @@ impl WeightLoader {
             source: options.source,
             staging_bytes: plan.slot_bytes * plan.slots as u64,
             chunks: plan.chunks.len(),
+            setup_seconds,
+            transfer_seconds,
+            readers,
         };
         Ok(ResidentModel::register(
             file.path().to_path_buf(),
@@ -444,6 +476,34 @@ impl WeightLoader {
             &self.counters,
             resident_alloc,
         ))
+    }
+
+    /// Streams `plan` from `input` through `ring` into `buffers`; returns the reader threads used.
+    fn stream(
+        &self,
+        input: stream::Input<'_>,
+        plan: &Plan,
+        buffers: &[Vec<Arc<wgpu::Buffer>>],
+        ring: &Ring,
+        options: &LoadOptions,
+    ) -> Result<usize> {
+        let readers = options
+            .readers
+            .clamp(1, plan.slots.max(1))
+            .min(plan.chunks.len().max(1));
+        stream::Stream {
+            engine: &self.engine,
+            input,
+            plan,
+            buffers,
+            staging: &ring.staging,
+            scratch: &ring.scratch,
+            readers,
+            timeout: options.timeout,
+            progress: options.progress.as_ref(),
+        }
+        .run()?;
+        Ok(readers)
     }
 
     /// How each selected tensor reaches the GPU (raw, GPU shader, CPU fallback), cut into parts
@@ -471,14 +531,7 @@ impl WeightLoader {
                 }
             });
         }
-        let device_max = self.engine.limits().max_buffer_size;
-        let limits = Limits {
-            align: self.engine.offset_alignment().max(4),
-            max_binding: self.engine.max_binding_size(),
-            max_buffer: options
-                .max_buffer_bytes
-                .map_or(device_max, |m| m.min(device_max)),
-        };
+        let limits = self.limits(options);
         let data_offsets: Vec<u64> = file.shards().iter().map(|s| s.data_offset()).collect();
         let plan = plan::plan(
             &infos,
@@ -496,18 +549,31 @@ impl WeightLoader {
         Ok(plan)
     }
 
-    /// The resident buffers of every part, `[tensor][part]`, counted against the budget.
-    fn allocate_resident(
+    /// The device numbers a plan depends on, under `options`.
+    fn limits(&self, options: &LoadOptions) -> Limits {
+        let device_max = self.engine.limits().max_buffer_size;
+        Limits {
+            align: self.engine.offset_alignment().max(4),
+            max_binding: self.engine.max_binding_size(),
+            max_buffer: options
+                .max_buffer_bytes
+                .map_or(device_max, |m| m.min(device_max)),
+        }
+    }
+
+    /// The resident buffers of every part, `[tensor][part]`, counted against the budget;
+    /// `name` gives the name of the tensor at an index of the plan's tensors.
+    fn allocate_resident<'n>(
         &self,
-        file: &GgufFile,
         plan: &Plan,
+        name: impl Fn(usize) -> &'n str,
         options: &LoadOptions,
     ) -> Result<(Vec<Vec<Arc<wgpu::Buffer>>>, Allocation)> {
         let budget = options.gpu_budget_bytes;
         let mut total = self.counters.reserve(0, "", budget)?;
         let mut buffers = Vec::with_capacity(plan.tensors.len());
         for t in &plan.tensors {
-            let name = &file.tensors()[t.index].name;
+            let name = name(t.index);
             let mut parts = Vec::with_capacity(t.parts.len());
             for part in &t.parts {
                 let what = format!("allocating {} bytes for {name}", part.buffer_bytes);
