@@ -27,8 +27,8 @@
 //! `max_buffer_size`), then streams:
 //!
 //! ```text
-//!   reader thread                          calling thread                     GPU
-//!   mmap / read() ─► staging slot k  ──►   unmap k, encode, submit   ──►   copy k ─► dequant k
+//!   reader threads                         calling thread                     GPU
+//!   mmap / pread ─► staging slot k  ──►    unmap k, encode, submit   ──►   copy k ─► dequant k
 //!        ▲                                  map_async(k) ─┐                      │
 //!        └──────────── slot k free again ◄────────────────┴──── when done ◄──────┘
 //! ```
@@ -36,18 +36,23 @@
 //! * **Bounded staging.** [`LoadOptions::staging_bytes`] (default 64 MiB) split into
 //!   [`LoadOptions::slots`] (default 4) mapped `MAP_WRITE` buffers. Each slot is filled with whole
 //!   blocks of one or more tensors (small tensors are packed together, big ones split across
-//!   slots). The reader thread fills slot k+1.. while the GPU copies and dequantises slot k, so
-//!   reading, upload and GPU work overlap; no tensor or file is ever copied whole on the heap, so
-//!   host memory stays bounded by the staging budget whatever the model size.
+//!   slots). [`LoadOptions::readers`] threads (default 2) take the chunks in file order, each
+//!   into whichever slot is free, and fill slots k+1.. while the GPU copies and dequantises slot
+//!   k, so reading, upload and GPU work overlap; no tensor or file is ever copied whole on the
+//!   heap, so host memory stays bounded by the staging budget whatever the model size.
 //! * **Dequantisation** runs on the GPU with the engine's shaders: the raw blocks of a slot are
 //!   copied into a GPU scratch slot (storage usage) and decoded from there straight into the
 //!   tensor's buffer, bound in windows of at most the engine's binding size. Formats without a
 //!   shader (F64 and the integer types) are decoded by the CPU codecs on the reader thread into
 //!   the slot instead ([`LoadOptions::cpu_fallback`]), so every format loads and the
 //!   results are bit-exact either way.
-//! * **Sources.** [`Source::Mmap`] copies from the file's memory map; [`Source::DirectRead`]
-//!   reads the file with plain `read` calls into a slot-sized buffer (useful when the page cache
-//!   should not keep the whole model, or for a file system where mapping is slow).
+//! * **Sources.** [`Source::Mmap`] copies from the file's memory map, releasing the pages
+//!   behind it; [`Source::DirectRead`] reads the file with `pread` straight into the mapped slot
+//!   (one copy, and a file truncated meanwhile is an error rather than `SIGBUS`);
+//!   [`Source::Direct`] reads with `O_DIRECT`, past the page cache.
+//! * **Rooflines.** [`WeightLoader::measure_rooflines`] measures, in the same run, how fast the
+//!   files read (page cache, disk) and how fast this adapter takes host memory through the same
+//!   staging ring; [`LoadRooflines::fraction`] puts a [`LoadReport`] against the smaller.
 //! * **Failure.** Every error is typed ([`crate::Error`], with [`crate::Error::hint`]); nothing
 //!   panics. A failed load drops every buffer it created and registers nothing:
 //!   [`WeightLoader::stats`] is back where it was.
@@ -160,7 +165,9 @@ impl FromStr for Source {
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
     /// Host staging budget in bytes, split into [`slots`](Self::slots) (default 64 MiB). Raised
-    /// to the smallest slot that holds one aligned run of blocks; lowered for small selections.
+    /// to the smallest slot that holds one aligned run of blocks; lowered for small selections,
+    /// and to slots of 4 MiB for a load that dequantises nothing on the GPU (larger slots only
+    /// cost setup time there).
     pub staging_bytes: u64,
     /// Staging slots in flight (default 4, at least 2).
     pub slots: usize,

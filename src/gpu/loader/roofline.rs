@@ -8,7 +8,7 @@ use std::io::Read;
 use std::time::Instant;
 
 use super::plan::{self, Path};
-use super::{stream, LoadOptions, LoadReport, WeightLoader};
+use super::{stream, LoadOptions, LoadReport, Source, WeightLoader};
 use crate::gguf::TensorInfo;
 use crate::{Error, Format, GgufFile, Result};
 
@@ -106,9 +106,10 @@ impl LoadRooflines {
     }
 
     /// The load's transfer speed ([`LoadReport::transfer_gb_per_s`]) as a fraction of
-    /// [`LoadRooflines::bound_gb_per_s`].
+    /// [`LoadRooflines::bound_gb_per_s`]; `cold`: the load read from the disk (the page cache
+    /// dropped first). A [`Source::Direct`] load always reads from the disk.
     pub fn fraction(&self, report: &LoadReport, cold: bool) -> Option<f64> {
-        let bound = self.bound_gb_per_s(cold)?;
+        let bound = self.bound_gb_per_s(cold || report.source == Source::Direct)?;
         (bound > 0.0).then(|| report.transfer_gb_per_s() / bound)
     }
 }

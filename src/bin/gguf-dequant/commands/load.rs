@@ -6,7 +6,8 @@ use std::sync::Arc;
 use anyhow::bail;
 use anyhow::Result;
 use gguf_dequant::gpu::loader::{
-    self, LoadOptions, LoadRooflines, Progress as Ticks, Residency, RooflineOptions, WeightLoader,
+    self, LoadOptions, LoadRooflines, Progress as Ticks, Residency, RooflineOptions, Source,
+    WeightLoader,
 };
 use gguf_dequant::gpu::GpuEngine;
 use gguf_dequant::GgufFile;
@@ -58,7 +59,9 @@ pub fn run(args: LoadArgs) -> Result<()> {
     } else {
         Some(loader.measure_rooflines(&file, &RooflineOptions::default())?)
     };
-    let fraction = rooflines.as_ref().and_then(|f| f.fraction(&r, args.cold));
+    // O_DIRECT reads from the disk whatever the page cache holds.
+    let from_disk = args.cold || r.source == Source::Direct;
+    let fraction = rooflines.as_ref().and_then(|f| f.fraction(&r, from_disk));
     let dtype = match args.dtype {
         Residency::Raw => "raw",
         Residency::Dequantised(d) => d.name(),
@@ -74,7 +77,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
             "device_seconds": device_seconds, "setup_seconds": r.setup_seconds,
             "transfer_seconds": r.transfer_seconds, "transfer_gb_per_s": r.transfer_gb_per_s(),
             "readers": r.readers, "chunks": r.chunks, "cold": args.cold,
-            "rooflines": rooflines.as_ref().map(|f| rooflines_json(f, args.cold)),
+            "rooflines": rooflines.as_ref().map(|f| rooflines_json(f, from_disk)),
             "fraction": fraction,
         }));
     }
@@ -107,7 +110,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
         r.transfer_gb_per_s(),
         r.readers,
         r.chunks,
-        if args.cold { ", from the disk" } else { "" }
+        if from_disk { ", from the disk" } else { "" }
     )?;
     match &rooflines {
         Some(f) => {
@@ -133,11 +136,11 @@ pub fn run(args: LoadArgs) -> Result<()> {
                 f.h2d.bytes,
                 f.h2d_reused.gb_per_s()
             )?;
-            match (fraction, f.bound_gb_per_s(args.cold)) {
+            match (fraction, f.bound_gb_per_s(from_disk)) {
                 (Some(x), Some(b)) => writeln!(
                     out,
                     "fraction:       {x:.2} of {b:.2} GB/s (transfer / the smaller of read {} and host to device)",
-                    if args.cold { "cold" } else { "warm" }
+                    if from_disk { "cold" } else { "warm" }
                 )?,
                 _ => writeln!(out, "fraction:       not measured (no cold read figure)")?,
             }
