@@ -545,6 +545,10 @@ fn changed_file_is_a_typed_error(engine: GpuEngine) {
         source: Source::DirectRead,
         ..LoadOptions::default()
     };
+    let mapped = LoadOptions {
+        source: Source::Mmap,
+        ..LoadOptions::default()
+    };
     // Rewritten in place with another header (same length): the map shows the new bytes, and
     // both sources notice that they are not what was parsed.
     let mut bytes = std::fs::read(&path).unwrap();
@@ -554,7 +558,7 @@ fn changed_file_is_a_typed_error(engine: GpuEngine) {
         .unwrap();
     bytes[pos] = b'S';
     std::fs::write(&path, &bytes).unwrap();
-    for opts in [LoadOptions::default(), direct.clone()] {
+    for opts in [mapped.clone(), direct.clone()] {
         let e = loader
             .load_with(&file, &Selection::All, Residency::Raw, &opts)
             .unwrap_err();
@@ -573,7 +577,7 @@ fn changed_file_is_a_typed_error(engine: GpuEngine) {
         .unwrap()
         .write_all(&[0; 64])
         .unwrap();
-    for opts in [LoadOptions::default(), direct] {
+    for opts in [mapped, direct] {
         let e = loader
             .load_with(&file, &Selection::All, Residency::Raw, &opts)
             .unwrap_err();

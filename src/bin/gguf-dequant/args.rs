@@ -89,10 +89,10 @@ pub struct LoadArgs {
     pub backend: Option<Backend>,
     #[command(flatten)]
     pub select: Select,
-    /// Read the file through its memory map (`mmap`), with plain reads straight into the
-    /// staging buffers (`read`), or with `O_DIRECT` reads that bypass the page cache (`direct`,
+    /// Read the file with plain reads straight into the staging buffers (`read`), through its
+    /// memory map (`mmap`), or with `O_DIRECT` reads that bypass the page cache (`direct`,
     /// Linux).
-    #[arg(long, default_value = "mmap", value_parser = parse_source)]
+    #[arg(long, default_value = "read", value_parser = parse_source)]
     pub source: Source,
     /// Host staging budget in MiB.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]

@@ -109,7 +109,7 @@ impl Stream<'_> {
             .clamp(1, staging.len().max(1))
             .min(plan.chunks.len());
         std::thread::scope(|s| {
-            let mut started = 0;
+            let mut started = Vec::with_capacity(readers);
             for _ in 0..readers {
                 let reader = Reader {
                     input: &input,
@@ -124,9 +124,9 @@ impl Stream<'_> {
                     .name(READER_THREAD.into())
                     .spawn_scoped(s, move || reader.run(shared, tx));
                 match spawned {
-                    Ok(_) => started += 1,
+                    Ok(handle) => started.push(handle),
                     // Fewer readers only make the load slower; none leaves nothing to read.
-                    Err(e) if started == 0 => {
+                    Err(e) if started.is_empty() => {
                         return Err(Error::OutOfMemory {
                             bytes: 0,
                             what: format!("starting a staging reader thread: {e}"),
@@ -158,6 +158,12 @@ impl Stream<'_> {
                 }
             }
             drop(filled_rx);
+            // Joined, not only finished: no reader thread is left when the load returns.
+            for handle in started {
+                if let Err(panic) = handle.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
             out
         })
     }
