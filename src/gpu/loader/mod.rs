@@ -174,7 +174,9 @@ pub struct LoadOptions {
     pub slots: usize,
     /// Where the bytes come from (default [`Source::DirectRead`]).
     pub source: Source,
-    /// Reader threads filling staging slots at once (default 2; at most one per slot).
+    /// Reader threads filling staging slots at once (default 2; at most one per slot). Each may
+    /// hold two slot-sized buffers of its own for formats decoded on the CPU, and a 4 MiB one
+    /// for [`Source::Direct`].
     pub readers: usize,
     /// Decode formats without a GPU shader on the CPU into the staging slots (default `true`);
     /// `false` makes them [`GpuError::Unsupported`].
@@ -254,7 +256,7 @@ pub struct LoadReport {
     /// Seconds of `seconds` moving the bytes: reading, staging, copying (and dequantising)
     /// until the GPU has finished, and the freshness check after.
     pub transfer_seconds: f64,
-    /// Reader threads used.
+    /// Reader threads used (0 for a load with nothing to read).
     pub readers: usize,
 }
 
@@ -495,10 +497,6 @@ impl WeightLoader {
         ring: &Ring,
         options: &LoadOptions,
     ) -> Result<usize> {
-        let readers = options
-            .readers
-            .clamp(1, plan.slots.max(1))
-            .min(plan.chunks.len().max(1));
         stream::Stream {
             engine: &self.engine,
             input,
@@ -506,12 +504,11 @@ impl WeightLoader {
             buffers,
             staging: &ring.staging,
             scratch: &ring.scratch,
-            readers,
+            readers: options.readers,
             timeout: options.timeout,
             progress: options.progress.as_ref(),
         }
-        .run()?;
-        Ok(readers)
+        .run()
     }
 
     /// How each selected tensor reaches the GPU (raw, GPU shader, CPU fallback), cut into parts

@@ -63,7 +63,7 @@ pub(crate) struct Stream<'a> {
     pub staging: &'a [wgpu::Buffer],
     /// `plan.slots` scratch buffers (STORAGE | COPY_DST) when the plan dequantises on the GPU.
     pub scratch: &'a [wgpu::Buffer],
-    /// Reader threads (at least 1, at most one per slot).
+    /// Reader threads to start (at least 1, at most one per slot and one per chunk).
     pub readers: usize,
     pub timeout: Duration,
     pub progress: Option<&'a Progress>,
@@ -78,9 +78,9 @@ struct Shared {
 }
 
 impl Stream<'_> {
-    /// Runs the whole plan; returns when the GPU has finished every submission and every reader
-    /// thread has ended.
-    pub(crate) fn run(self) -> Result<()> {
+    /// Runs the whole plan; returns (the reader threads it ran) when the GPU has finished every
+    /// submission and every reader thread has ended.
+    pub(crate) fn run(self) -> Result<usize> {
         let Stream {
             engine,
             input,
@@ -93,7 +93,7 @@ impl Stream<'_> {
             progress,
         } = self;
         if plan.chunks.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let (free_tx, free_rx) = mpsc::channel::<Freed>();
         let (filled_tx, filled_rx) = mpsc::channel::<Filled>();
@@ -159,12 +159,13 @@ impl Stream<'_> {
             }
             drop(filled_rx);
             // Joined, not only finished: no reader thread is left when the load returns.
+            let ran = started.len();
             for handle in started {
                 if let Err(panic) = handle.join() {
                     std::panic::resume_unwind(panic);
                 }
             }
-            out
+            out.map(|()| ran)
         })
     }
 }
@@ -381,37 +382,17 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// The mapped bytes of `seg`, or where the segment lies outside the map.
-    fn mapped<'m>(bytes: &'m [u8], seg: &Segment) -> Option<&'m [u8]> {
-        let start = usize::try_from(seg.file_offset).ok()?;
-        bytes.get(start..start.checked_add(usize::try_from(seg.raw_len).ok()?)?)
-    }
-
-    fn outside_map(shard: &Shard) -> Error {
-        Error::FileChanged {
-            path: shard.path().to_path_buf(),
-            reason: "a tensor lies outside the mapped file".into(),
-        }
-    }
-
-    fn handle<'f>(files: &'f [File], seg: &Segment) -> Result<&'f File> {
-        files.get(seg.shard).ok_or_else(|| {
-            GpuError::InvalidJob("a direct read without a file handle".into()).into()
-        })
-    }
-
     /// Puts the raw bytes of `seg` into `dst` (exactly `seg.raw_len` bytes).
     fn read_into(&mut self, seg: &Segment, mut dst: wgpu::WriteOnly<'_, [u8]>) -> Result<()> {
         match self.input {
             Input::Map(file) => {
                 let shard = &file.shards()[seg.shard];
-                let raw =
-                    Self::mapped(shard.bytes(), seg).ok_or_else(|| Self::outside_map(shard))?;
+                let raw = mapped(shard.bytes(), seg).ok_or_else(|| outside_map(shard))?;
                 dst.copy_from_slice(raw);
                 Ok(())
             }
             Input::Memory(bytes) => {
-                let raw = Self::mapped(bytes, seg).ok_or_else(|| {
+                let raw = mapped(bytes, seg).ok_or_else(|| {
                     GpuError::InvalidJob("a segment outside the host source".into())
                 })?;
                 dst.copy_from_slice(raw);
@@ -419,7 +400,7 @@ impl Reader<'_> {
             }
             Input::Read(file, files) => {
                 let shard = &file.shards()[seg.shard];
-                let f = Self::handle(files, seg)?;
+                let f = handle(files, seg)?;
                 crate::gguf::read_exact_at_into(f, seg.file_offset, dst).map_err(|e| {
                     if e.kind() == std::io::ErrorKind::UnexpectedEof {
                         ends_early(shard, seg.file_offset + seg.raw_len)
@@ -433,13 +414,32 @@ impl Reader<'_> {
             }
             Input::Direct(file, files) => {
                 let shard = &file.shards()[seg.shard];
-                let f = Self::handle(files, seg)?;
+                let f = handle(files, seg)?;
                 direct_read(f, shard, &mut self.bounce, seg, |at, bytes| {
                     dst.slice(at..at + bytes.len()).copy_from_slice(bytes)
                 })
             }
         }
     }
+}
+
+/// The mapped bytes of `seg`, or where the segment lies outside the map.
+fn mapped<'m>(bytes: &'m [u8], seg: &Segment) -> Option<&'m [u8]> {
+    let start = usize::try_from(seg.file_offset).ok()?;
+    bytes.get(start..start.checked_add(usize::try_from(seg.raw_len).ok()?)?)
+}
+
+fn outside_map(shard: &Shard) -> Error {
+    Error::FileChanged {
+        path: shard.path().to_path_buf(),
+        reason: "a tensor lies outside the mapped file".into(),
+    }
+}
+
+fn handle<'f>(files: &'f [File], seg: &Segment) -> Result<&'f File> {
+    files
+        .get(seg.shard)
+        .ok_or_else(|| GpuError::InvalidJob("a direct read without a file handle".into()).into())
 }
 
 /// The raw bytes of `seg` as a slice: mapped, or read into `read_buf`.
@@ -453,20 +453,20 @@ fn raw<'s>(
     match input {
         Input::Map(file) => {
             let shard = &file.shards()[seg.shard];
-            Reader::mapped(shard.bytes(), seg).ok_or_else(|| Reader::outside_map(shard))
+            mapped(shard.bytes(), seg).ok_or_else(|| outside_map(shard))
         }
-        Input::Memory(bytes) => Reader::mapped(bytes, seg)
+        Input::Memory(bytes) => mapped(bytes, seg)
             .ok_or_else(|| GpuError::InvalidJob("a segment outside the host source".into()).into()),
         Input::Read(file, files) => {
             let shard = &file.shards()[seg.shard];
-            let f = Reader::handle(files, seg)?;
+            let f = handle(files, seg)?;
             grow(read_buf, len, "a read buffer")?;
             read_exact_at(f, shard, seg.file_offset, &mut read_buf[..len])?;
             Ok(&read_buf[..len])
         }
         Input::Direct(file, files) => {
             let shard = &file.shards()[seg.shard];
-            let f = Reader::handle(files, seg)?;
+            let f = handle(files, seg)?;
             grow(read_buf, len, "a read buffer")?;
             let out = read_buf;
             direct_read(f, shard, bounce, seg, |at, bytes| {
