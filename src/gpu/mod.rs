@@ -312,6 +312,16 @@ impl GpuEngine {
         let _ = self.device.poll(wgpu::PollType::Poll);
     }
 
+    /// Waits (at most `timeout`) for every submission, ignoring errors: after a failure, so that a
+    /// device destroyed meanwhile has run its device-lost callback (wgpu runs it once the queue
+    /// is empty) before the failure is classified.
+    pub(crate) fn settle(&self, timeout: Duration) {
+        let _ = self.device.poll(wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: Some(timeout),
+        });
+    }
+
     /// Waits for submission `index` (at most [`EngineOptions::timeout`]), then checks the device.
     pub(crate) fn wait(&self, index: wgpu::SubmissionIndex) -> Result<(), GpuError> {
         self.wait_for(index, self.options.timeout)

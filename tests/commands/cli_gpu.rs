@@ -277,6 +277,87 @@ fn load_peak_rss_is_bounded() {
     }
 }
 
+/// `load` reports the device creation, setup and transfer apart, the rooflines measured in the
+/// same run (read warm, read cold or why not, host to device) and the transfer's fraction of the
+/// smaller bound, in text and in JSON (the fields of before unchanged); `--no-roofline` skips
+/// them and `--cold` loads from the disk (or says in one line why it cannot).
+#[test]
+fn load_reports_phases_and_rooflines() {
+    const TEST: &str = "load_reports_phases_and_rooflines";
+    let Some(model) = support::model_file(TEST, support::MODEL_FILES[0]) else {
+        return;
+    };
+    let model = model.to_str().unwrap();
+    for backend in BACKENDS {
+        if !have(backend, TEST) {
+            continue;
+        }
+        let base = [
+            "load",
+            model,
+            "--backend",
+            backend,
+            "--dtype",
+            "raw",
+            "--json",
+        ];
+        let o = run(&[&base[..], &["--source", "read", "--readers", "3"]].concat());
+        assert!(o.status.success(), "{backend}: {}", text(&o.stderr));
+        let j: Json = serde_json::from_slice(&o.stdout).unwrap();
+        eprintln!("[{TEST}] {backend}: {j}");
+        assert_eq!(j["tensors"], 272);
+        assert_eq!(j["source"], "read");
+        assert_eq!(j["readers"], 3);
+        assert_eq!(j["cold"], false);
+        let secs = |k: &str| j[k].as_f64().unwrap_or_else(|| panic!("{k}: {j}"));
+        assert!(secs("device_seconds") > 0.0);
+        assert!(secs("setup_seconds") + secs("transfer_seconds") <= secs("seconds") + 1e-6);
+        let bytes = j["bytes_read"].as_f64().unwrap();
+        assert!((secs("transfer_gb_per_s") - bytes / secs("transfer_seconds") / 1e9).abs() < 1e-6);
+        let r = &j["rooflines"];
+        let warm = r["read_warm_gb_per_s"].as_f64().unwrap();
+        let h2d = r["h2d_gb_per_s"].as_f64().unwrap();
+        assert!(warm > 0.0 && h2d > 0.0 && r["h2d_reused_gb_per_s"].as_f64().unwrap() > 0.0);
+        assert_eq!(
+            r["read_warm_bytes"],
+            std::fs::metadata(model).unwrap().len()
+        );
+        assert!(r["read_cold_gb_per_s"].is_f64() != r["read_cold_not_measured"].is_string());
+        assert_eq!(r["bound_gb_per_s"].as_f64().unwrap(), warm.min(h2d));
+        let fraction = secs("fraction");
+        assert!((fraction - secs("transfer_gb_per_s") / warm.min(h2d)).abs() < 1e-9);
+
+        let o = run(&[&base[..], &["--no-roofline"]].concat());
+        assert!(o.status.success(), "{backend}: {}", text(&o.stderr));
+        let j: Json = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(j["rooflines"].is_null() && j["fraction"].is_null(), "{j}");
+
+        let o = run(&[
+            "load",
+            model,
+            "--backend",
+            backend,
+            "--dtype",
+            "raw",
+            "--cold",
+        ]);
+        let out = text(&o.stdout);
+        if o.status.success() {
+            assert!(out.contains("from the disk"), "{out}");
+            assert!(out.contains("read cold:      "), "{out}");
+            assert!(out.contains("fraction:       "), "{out}");
+            assert!(out.contains("host to device: "), "{out}");
+        } else {
+            let err = text(&o.stderr);
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with("error: cannot load from the disk: "),
+                "{err}"
+            );
+        }
+    }
+}
+
 /// `selftest --backend all` checks every compute adapter: every software adapter (in CI the three
 /// of `GGUF_DEQUANT_EXPECT_ADAPTERS`), each with every shader format bit-identical, in one report.
 #[test]

@@ -1,14 +1,18 @@
 //! Faults: the window planner on impossible limits (and the fuzz target's regressions), requests
 //! larger than the device or the loader's budget (typed errors before anything is allocated or
-//! sent), a lost device (typed `DeviceLost`, then recovery on a fresh device), and a missing
-//! adapter in the CLI (one `error:` line with the install hint).
+//! sent), a lost device (typed `DeviceLost`, then recovery on a fresh device), faults in the
+//! middle of a multi-chunk load with several reader threads (the device lost, a shard truncated
+//! or replaced: typed errors, nothing left registered, no reader thread left running), and a
+//! missing adapter in the CLI (one `error:` line with the install hint).
 //!
 //! GPU tests run on every adapter (`gpu_test!`); no silent skips under `CI=true`.
 
 use std::sync::Arc;
 
-use gguf_dequant::gguf::GgufWriter;
-use gguf_dequant::gpu::loader::{LoadOptions, Residency, ServiceStats, WeightLoader};
+use gguf_dequant::gguf::{GgufWriter, SplitLimit};
+use gguf_dequant::gpu::loader::{
+    LoadOptions, Progress, Residency, ServiceStats, Source, WeightLoader, READER_THREAD,
+};
 use gguf_dequant::gpu::{plan_windows, windows, DequantJob, EngineOptions, GpuEngine, GpuError};
 use gguf_dequant::Selection;
 use gguf_dequant::{DType, Error, Format, GgufFile};
@@ -142,9 +146,13 @@ fn loader_budget_fails_before_allocating(e: GpuEngine) {
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(&dir);
     let loader = WeightLoader::with_engine(Arc::new(e), LoadOptions::default());
-    for budget in [0u64, 1000, 20_000] {
+    // The first tensor's f32 buffer (a.q8: 300 blocks of 32 values, 16 bytes of padding) fits
+    // the last budget, the second one's does not: the load fails half-way through allocating.
+    let first = 300 * 32 * 4 + 16;
+    for budget in [0u64, 1000, 20_000, first + 1000] {
         let opts = LoadOptions {
             gpu_budget_bytes: Some(budget),
+            readers: 3,
             ..LoadOptions::default()
         };
         let err = loader
@@ -162,11 +170,21 @@ fn loader_budget_fails_before_allocating(e: GpuEngine) {
         assert!(err.hint().is_some());
         assert_eq!(loader.stats(), ServiceStats::default(), "{budget}");
     }
-    // The loader is unharmed.
+    // The loader is unharmed: a budget that holds everything loads.
+    let opts = LoadOptions {
+        gpu_budget_bytes: Some(1 << 20),
+        ..LoadOptions::default()
+    };
     let model = loader
-        .load(&file, &Selection::All, Residency::Dequantised(DType::F16))
+        .load_with(
+            &file,
+            &Selection::All,
+            Residency::Dequantised(DType::F32),
+            &opts,
+        )
         .unwrap();
     check_model(&loader, &file, &model);
+    assert!(loader.stats().allocated_bytes > first);
     drop(model);
     assert_eq!(loader.stats(), ServiceStats::default());
 }
@@ -460,6 +478,253 @@ fn loader_device_lost_then_recovered(e: GpuEngine) {
 gpu_test!(
     loader_device_lost_then_recovered,
     loader_device_lost_then_recovered
+);
+
+// ---- Faults in the middle of a load ------------------------------------------------------------
+
+/// No reader thread left once a load has returned. A joined thread can stay listed in
+/// `/proc/self/task` for a moment while the kernel finishes its exit: wait for that (never
+/// more than 10 s; a thread still running would stay).
+fn assert_no_reader_threads() {
+    for _ in 0..1000 {
+        if reader_threads() == 0 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(reader_threads(), 0, "reader threads still running");
+}
+
+/// The loader's reader threads alive in this process (Linux; 0 elsewhere). The tests below are
+/// `exclusive`, so no other GPU test's load runs meanwhile.
+fn reader_threads() -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim_end() == READER_THREAD)
+        .count()
+}
+
+/// Options for a load of many small chunks through three reader threads, calling `f` with the
+/// number of the chunk just submitted (1, 2, ...) and the reader threads alive then.
+fn chunked(source: Source, f: impl Fn(u64, usize) + Send + Sync + 'static) -> LoadOptions {
+    let calls = std::sync::atomic::AtomicU64::new(0);
+    LoadOptions {
+        staging_bytes: 3 * 4096,
+        slots: 3,
+        readers: 3,
+        source,
+        progress: Some(Progress::new(move |_| {
+            let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            f(n, reader_threads())
+        })),
+        ..LoadOptions::default()
+    }
+}
+
+/// The device destroyed from the progress callback after the first chunk of a multi-chunk load:
+/// `DeviceLost`, nothing registered, no reader left; the recovered loader loads the file.
+fn device_lost_mid_load(e: GpuEngine) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(&dir);
+    let mut loader = WeightLoader::with_engine(Arc::new(e), LoadOptions::default());
+    for (source, residency) in [
+        (Source::Mmap, Residency::Raw),
+        (Source::DirectRead, Residency::Dequantised(DType::F16)),
+    ] {
+        let device = loader.device().clone();
+        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen_by = seen.clone();
+        let opts = chunked(source, move |n, readers| {
+            if n == 1 {
+                seen_by.store(readers, std::sync::atomic::Ordering::SeqCst);
+                device.destroy();
+            }
+        });
+        let err = loader
+            .load_with(&file, &Selection::All, residency, &opts)
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Gpu(GpuError::DeviceLost(_))),
+            "{source} {residency:?}: {err}"
+        );
+        if cfg!(target_os = "linux") {
+            assert!(seen.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+        }
+        assert_no_reader_threads();
+        assert_eq!(loader.stats(), ServiceStats::default());
+        loader = loader.recover().unwrap();
+        let model = loader
+            .load_with(
+                &file,
+                &Selection::All,
+                residency,
+                &chunked(source, |_, _| {}),
+            )
+            .unwrap();
+        assert!(model.report().chunks > 3, "{:?}", model.report());
+        check_model(&loader, &file, &model);
+        drop(model);
+        assert_eq!(loader.stats(), ServiceStats::default());
+    }
+}
+gpu_test!(device_lost_mid_load, device_lost_mid_load, exclusive = true);
+
+/// The faults test file as a split set of three shards (one tensor each): the paths.
+fn write_split_set(dir: &tempfile::TempDir) -> Vec<std::path::PathBuf> {
+    let mut w = GgufWriter::new();
+    w.metadata("general.name", "faults-split");
+    random_tensors(
+        &mut w,
+        &[
+            ("a.q8", Format::Q8_0, 300),
+            ("b.q4k", Format::Q4_K, 40),
+            ("c.f16", Format::F16, 1000),
+        ],
+        78,
+    );
+    let paths = w
+        .write_split(&dir.path().join("set.gguf"), SplitLimit::Tensors(1))
+        .unwrap();
+    assert_eq!(paths.len(), 3);
+    paths
+}
+
+/// `FileChanged` naming `path`, with `reason` in its message.
+fn assert_changed(err: &Error, path: &std::path::Path, reason: &str) {
+    match err {
+        Error::FileChanged { path: p, reason: r } => {
+            assert_eq!(p, path, "{err}");
+            assert!(r.contains(reason), "{err}");
+        }
+        other => panic!("expected FileChanged on {}: {other}", path.display()),
+    }
+}
+
+/// Shard 2 of a split set truncated from the progress callback after the first chunk (plain
+/// reads: truncating under a memory map is SIGBUS by contract): `FileChanged` naming shard 2,
+/// nothing registered, no reader left; restored and reopened, the set loads.
+fn shard_truncated_mid_load(e: GpuEngine) {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write_split_set(&dir);
+    let file = GgufFile::open(&paths[0]).unwrap();
+    assert_eq!(file.shards().len(), 3);
+    // Shard 1's tensor takes several chunks, so shard 2 is read only after the callback ran.
+    let a = file.tensor("a.q8").unwrap().n_bytes;
+    assert!(a > 2 * 4096);
+    let original = std::fs::read(&paths[1]).unwrap();
+    let loader = WeightLoader::with_engine(Arc::new(e), LoadOptions::default());
+    let shard2 = paths[1].clone();
+    let cut = (original.len() - 1000) as u64;
+    let opts = chunked(Source::DirectRead, move |n, _| {
+        if n == 1 {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&shard2)
+                .unwrap();
+            f.set_len(cut).unwrap();
+        }
+    });
+    let err = loader
+        .load_with(&file, &Selection::All, Residency::Raw, &opts)
+        .unwrap_err();
+    assert_changed(&err, &paths[1], "ends before byte");
+    assert!(err.hint().is_some());
+    assert_no_reader_threads();
+    assert_eq!(loader.stats(), ServiceStats::default());
+    drop(file);
+
+    std::fs::write(&paths[1], &original).unwrap();
+    let file = GgufFile::open(&paths[0]).unwrap();
+    let opts = chunked(Source::DirectRead, |_, _| {});
+    let model = loader
+        .load_with(&file, &Selection::All, Residency::Raw, &opts)
+        .unwrap();
+    check_model(&loader, &file, &model);
+    drop(model);
+    assert_eq!(loader.stats(), ServiceStats::default());
+}
+gpu_test!(
+    shard_truncated_mid_load,
+    shard_truncated_mid_load,
+    exclusive = true
+);
+
+/// Shard 2 replaced (a copy renamed over it) from the progress callback after the first chunk,
+/// with both sources: `FileChanged` naming shard 2 as replaced (its inode changed), nothing
+/// registered, no reader left; reopened, the set loads.
+fn shard_replaced_mid_load(e: GpuEngine) {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write_split_set(&dir);
+    let loader = WeightLoader::with_engine(Arc::new(e), LoadOptions::default());
+    for source in [Source::Mmap, Source::DirectRead] {
+        let file = GgufFile::open(&paths[0]).unwrap();
+        let (shard2, copy) = (paths[1].clone(), dir.path().join("replacement.gguf"));
+        let opts = chunked(source, move |n, _| {
+            if n == 1 {
+                std::fs::copy(&shard2, &copy).unwrap();
+                std::fs::rename(&copy, &shard2).unwrap();
+            }
+        });
+        let err = loader
+            .load_with(&file, &Selection::All, Residency::Raw, &opts)
+            .unwrap_err();
+        assert_changed(&err, &paths[1], "replaced");
+        assert_no_reader_threads();
+        assert_eq!(loader.stats(), ServiceStats::default(), "{source}");
+        drop(file);
+        let file = GgufFile::open(&paths[0]).unwrap();
+        let model = loader
+            .load_with(
+                &file,
+                &Selection::All,
+                Residency::Raw,
+                &chunked(source, |_, _| {}),
+            )
+            .unwrap();
+        check_model(&loader, &file, &model);
+    }
+    assert_eq!(loader.stats(), ServiceStats::default());
+}
+gpu_test!(
+    shard_replaced_mid_load,
+    shard_replaced_mid_load,
+    exclusive = true
+);
+
+/// `Source::Direct` (`O_DIRECT`): the file loads exactly, or, where the file system refuses
+/// `O_DIRECT` (tmpfs, some overlays; every system but Linux), one typed `Io` error saying so.
+fn o_direct_loads_or_says_why(e: GpuEngine) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(&dir);
+    let loader = WeightLoader::with_engine(Arc::new(e), LoadOptions::default());
+    for residency in [Residency::Raw, Residency::Dequantised(DType::BF16)] {
+        match loader.load_with(
+            &file,
+            &Selection::All,
+            residency,
+            &chunked(Source::Direct, |_, _| {}),
+        ) {
+            Ok(model) => {
+                assert_eq!(model.report().source, Source::Direct);
+                check_model(&loader, &file, &model);
+            }
+            Err(err @ Error::Io { .. }) => {
+                assert!(err.to_string().contains("O_DIRECT"), "{err}");
+                eprintln!("O_DIRECT refused here: {err}");
+            }
+            Err(other) => panic!("{other}"),
+        }
+        assert_no_reader_threads();
+    }
+    assert_eq!(loader.stats(), ServiceStats::default());
+}
+gpu_test!(
+    o_direct_loads_or_says_why,
+    o_direct_loads_or_says_why,
+    exclusive = true
 );
 
 // ---- A missing adapter in the CLI ----------------------------------------------------------------

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use gguf_dequant::gguf::GgufWriter;
 use gguf_dequant::gpu::loader::{
-    LoadOptions, RecordJob, Residency, ServiceStats, Source, WeightLoader,
+    drop_page_cache, LoadOptions, RecordJob, Residency, RooflineOptions, ServiceStats, Source,
+    WeightLoader,
 };
 use gguf_dequant::gpu::shaders::wgsl_decode_source;
 use gguf_dequant::gpu::{EngineOptions, GpuEngine, GpuError};
@@ -544,6 +545,10 @@ fn changed_file_is_a_typed_error(engine: GpuEngine) {
         source: Source::DirectRead,
         ..LoadOptions::default()
     };
+    let mapped = LoadOptions {
+        source: Source::Mmap,
+        ..LoadOptions::default()
+    };
     // Rewritten in place with another header (same length): the map shows the new bytes, and
     // both sources notice that they are not what was parsed.
     let mut bytes = std::fs::read(&path).unwrap();
@@ -553,7 +558,7 @@ fn changed_file_is_a_typed_error(engine: GpuEngine) {
         .unwrap();
     bytes[pos] = b'S';
     std::fs::write(&path, &bytes).unwrap();
-    for opts in [LoadOptions::default(), direct.clone()] {
+    for opts in [mapped.clone(), direct.clone()] {
         let e = loader
             .load_with(&file, &Selection::All, Residency::Raw, &opts)
             .unwrap_err();
@@ -572,7 +577,7 @@ fn changed_file_is_a_typed_error(engine: GpuEngine) {
         .unwrap()
         .write_all(&[0; 64])
         .unwrap();
-    for opts in [LoadOptions::default(), direct] {
+    for opts in [mapped, direct] {
         let e = loader
             .load_with(&file, &Selection::All, Residency::Raw, &opts)
             .unwrap_err();
@@ -647,4 +652,73 @@ fn progress_adds_up_to_bytes_read(engine: GpuEngine) {
 gpu_test!(
     progress_adds_up_to_bytes_read,
     progress_adds_up_to_bytes_read
+);
+
+/// The rooflines of a load, measured in the same run: the read sample is the first `read_bytes`
+/// of the file, the host-to-device one the file's size (below `h2d_bytes`), every figure a
+/// positive speed; the cold read is measured where the cache could be dropped (the file is
+/// synced first, so its pages are clean) and otherwise says why. Nothing stays allocated, and
+/// a load's phases add up to its time.
+fn rooflines_measured_in_the_same_run(engine: GpuEngine) {
+    let backend = label(&engine);
+    let (dir, file) = small_file();
+    std::fs::File::open(dir.path().join("small.gguf"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    let loader = loader(
+        engine,
+        LoadOptions {
+            staging_bytes: 1 << 20,
+            slots: 3,
+            readers: 2,
+            ..LoadOptions::default()
+        },
+    );
+    let model = loader.load(&file, &Selection::All, Residency::Raw).unwrap();
+    let r = model.report().clone();
+    assert_eq!(r.readers, 2);
+    assert!(r.setup_seconds > 0.0 && r.transfer_seconds > 0.0);
+    assert!(
+        r.setup_seconds + r.transfer_seconds <= r.seconds + 1e-6,
+        "{r:?}"
+    );
+    assert!(r.transfer_gb_per_s() >= r.gb_per_s());
+    let before = loader.stats();
+    let len = file.total_len();
+    let opts = RooflineOptions {
+        read_bytes: len / 2,
+        h2d_bytes: 64 << 20,
+        cold: true,
+    };
+    let f = loader.measure_rooflines(&file, &opts).unwrap();
+    eprintln!("{backend}: {f:?}");
+    assert_eq!(f.read_warm.bytes, len / 2);
+    assert_eq!(f.h2d.bytes, len & !3);
+    assert_eq!(f.h2d_reused.bytes, len & !3);
+    for t in [f.read_warm, f.h2d, f.h2d_reused] {
+        assert!(t.seconds > 0.0 && t.gb_per_s() > 0.0, "{t:?}");
+    }
+    match &f.read_cold {
+        Ok(t) => assert_eq!(t.bytes, len / 2),
+        Err(why) => assert!(why.0.contains("page") || why.0.contains("Linux"), "{why}"),
+    }
+    let bound = f.bound_gb_per_s(false).unwrap();
+    assert_eq!(bound, f.read_warm.gb_per_s().min(f.h2d.gb_per_s()));
+    assert_eq!(f.fraction(&r, false), Some(r.transfer_gb_per_s() / bound));
+    assert_eq!(f.bound_gb_per_s(true).is_some(), f.read_cold.is_ok());
+    assert_eq!(loader.stats(), before);
+    // Dropping the whole file works where the cold read did, and the file loads the same after.
+    if f.read_cold.is_ok() {
+        drop_page_cache(&file).unwrap();
+        let (cached, pages) = file.shards()[0].cached_pages(0, len).unwrap();
+        assert!(cached * 100 <= pages, "{cached} of {pages} pages cached");
+    }
+    check_model(&loader, &file, &model);
+    drop(model);
+    assert_eq!(loader.stats(), ServiceStats::default());
+}
+gpu_test!(
+    rooflines_measured_in_the_same_run,
+    rooflines_measured_in_the_same_run
 );

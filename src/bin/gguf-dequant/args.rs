@@ -89,12 +89,27 @@ pub struct LoadArgs {
     pub backend: Option<Backend>,
     #[command(flatten)]
     pub select: Select,
-    /// Read the file through its memory map (`mmap`) or with plain reads (`read`).
-    #[arg(long, default_value = "mmap", value_parser = parse_source)]
+    /// Read the file with plain reads straight into the staging buffers (`read`), through its
+    /// memory map (`mmap`), or with `O_DIRECT` reads that bypass the page cache (`direct`,
+    /// Linux).
+    #[arg(long, default_value = "read", value_parser = parse_source)]
     pub source: Source,
     /// Host staging budget in MiB (per device with --devices).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub staging_mib: u64,
+    /// Staging slots the budget is split into.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..=64))]
+    pub slots: u64,
+    /// Reader threads filling staging slots at once (at most one per slot).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub readers: u64,
+    /// Load from the disk: drop the file from the page cache first (Linux; an error where the
+    /// cache keeps it) and compare with the cold read roofline.
+    #[arg(long)]
+    pub cold: bool,
+    /// Skip measuring the rooflines (file read speed, host-to-device speed) before the load.
+    #[arg(long)]
+    pub no_roofline: bool,
     #[command(flatten)]
     pub devices: DeviceArgs,
     #[command(flatten)]

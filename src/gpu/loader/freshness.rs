@@ -83,17 +83,40 @@ pub(super) fn unchanged_since(file: &GgufFile, before: &[Stamp]) -> Result<()> {
     Ok(())
 }
 
-/// Opens every shard again for direct reads and checks that each is the mapped one: same length,
-/// same header bytes.
-pub(super) fn open_direct(file: &GgufFile) -> Result<Vec<std::fs::File>> {
-    file.shards().iter().map(open_shard).collect()
+/// Opens every shard again for reads (with `O_DIRECT` where `o_direct`) and checks that each is
+/// the mapped one: same length, same header bytes.
+pub(super) fn open_direct(file: &GgufFile, o_direct: bool) -> Result<Vec<std::fs::File>> {
+    file.shards()
+        .iter()
+        .map(|s| open_shard(s, o_direct))
+        .collect()
 }
 
-fn open_shard(shard: &Shard) -> Result<std::fs::File> {
+/// An `O_DIRECT` refusal (`EINVAL`: the file system does not take it, e.g. tmpfs or some
+/// overlays) as an error that says so; other errors as they are.
+pub(super) fn direct_refused(e: std::io::Error) -> std::io::Error {
+    if e.kind() == std::io::ErrorKind::InvalidInput {
+        std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "the file system refuses O_DIRECT reads; use the `read` or `mmap` source",
+        )
+    } else {
+        e
+    }
+}
+
+fn open_shard(shard: &Shard, o_direct: bool) -> Result<std::fs::File> {
     use std::io::Read;
     let io = |source| Error::Io {
         path: shard.path().to_path_buf(),
         source,
+    };
+    // The header check below reads through a buffered handle; `O_DIRECT` reads (aligned) go
+    // through a second one.
+    let direct = if o_direct {
+        Some(open_o_direct(shard.path()).map_err(|e| io(direct_refused(e)))?)
+    } else {
+        None
     };
     let mut f = std::fs::File::open(shard.path()).map_err(io)?;
     let len = f.metadata().map_err(io)?.len();
@@ -116,5 +139,44 @@ fn open_shard(shard: &Shard) -> Result<std::fs::File> {
             ));
         }
     }
-    Ok(f)
+    match direct {
+        Some(d) if same_file(&d, &f).map_err(io)? => Ok(d),
+        Some(_) => Err(file_changed(
+            shard.path(),
+            "it was replaced while it was being opened".into(),
+        )),
+        None => Ok(f),
+    }
+}
+
+/// Whether two handles are of one file (device and inode; `true` where the OS cannot tell).
+fn same_file(a: &std::fs::File, b: &std::fs::File) -> std::io::Result<bool> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (a, b) = (a.metadata()?, b.metadata()?);
+        Ok((a.dev(), a.ino()) == (b.dev(), b.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (a, b);
+        Ok(true)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn open_o_direct(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_o_direct(_: &Path) -> std::io::Result<std::fs::File> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "O_DIRECT reads are only implemented on Linux",
+    ))
 }

@@ -27,8 +27,8 @@
 //! `max_buffer_size`), then streams:
 //!
 //! ```text
-//!   reader thread                          calling thread                     GPU
-//!   mmap / read() ─► staging slot k  ──►   unmap k, encode, submit   ──►   copy k ─► dequant k
+//!   reader threads                         calling thread                     GPU
+//!   mmap / pread ─► staging slot k  ──►    unmap k, encode, submit   ──►   copy k ─► dequant k
 //!        ▲                                  map_async(k) ─┐                      │
 //!        └──────────── slot k free again ◄────────────────┴──── when done ◄──────┘
 //! ```
@@ -36,18 +36,23 @@
 //! * **Bounded staging.** [`LoadOptions::staging_bytes`] (default 64 MiB) split into
 //!   [`LoadOptions::slots`] (default 4) mapped `MAP_WRITE` buffers. Each slot is filled with whole
 //!   blocks of one or more tensors (small tensors are packed together, big ones split across
-//!   slots). The reader thread fills slot k+1.. while the GPU copies and dequantises slot k, so
-//!   reading, upload and GPU work overlap; no tensor or file is ever copied whole on the heap, so
-//!   host memory stays bounded by the staging budget whatever the model size.
+//!   slots). [`LoadOptions::readers`] threads (default 2) take the chunks in file order, each
+//!   into whichever slot is free, and fill slots k+1.. while the GPU copies and dequantises slot
+//!   k, so reading, upload and GPU work overlap; no tensor or file is ever copied whole on the
+//!   heap, so host memory stays bounded by the staging budget whatever the model size.
 //! * **Dequantisation** runs on the GPU with the engine's shaders: the raw blocks of a slot are
 //!   copied into a GPU scratch slot (storage usage) and decoded from there straight into the
 //!   tensor's buffer, bound in windows of at most the engine's binding size. Formats without a
 //!   shader (F64 and the integer types) are decoded by the CPU codecs on the reader thread into
 //!   the slot instead ([`LoadOptions::cpu_fallback`]), so every format loads and the
 //!   results are bit-exact either way.
-//! * **Sources.** [`Source::Mmap`] copies from the file's memory map; [`Source::DirectRead`]
-//!   reads the file with plain `read` calls into a slot-sized buffer (useful when the page cache
-//!   should not keep the whole model, or for a file system where mapping is slow).
+//! * **Sources.** [`Source::Mmap`] copies from the file's memory map, releasing the pages
+//!   behind it; [`Source::DirectRead`] reads the file with `pread` straight into the mapped slot
+//!   (one copy, and a file truncated meanwhile is an error rather than `SIGBUS`);
+//!   [`Source::Direct`] reads with `O_DIRECT`, past the page cache.
+//! * **Rooflines.** [`WeightLoader::measure_rooflines`] measures, in the same run, how fast the
+//!   files read (page cache, disk) and how fast this adapter takes host memory through the same
+//!   staging ring; [`LoadRooflines::fraction`] puts a [`LoadReport`] against the smaller.
 //! * **Failure.** Every error is typed ([`crate::Error`], with [`crate::Error::hint`]); nothing
 //!   panics. A failed load drops every buffer it created and registers nothing:
 //!   [`WeightLoader::stats`] is back where it was.
@@ -74,6 +79,7 @@ mod multi;
 mod placement;
 mod plan;
 mod resident;
+mod roofline;
 mod stream;
 
 use std::fmt;
@@ -86,6 +92,8 @@ pub use placement::{resident_bytes, Placement, Role, Split};
 use plan::{Limits, Path, Plan};
 use resident::{Allocation, Counters};
 pub use resident::{ElementBinding, ResidentModel, ResidentPart, ResidentTensor, ServiceStats};
+pub use roofline::{drop_page_cache, LoadRooflines, NotMeasured, RooflineOptions, Throughput};
+pub use stream::READER_THREAD;
 
 use crate::gpu::{buffers, windows, DequantJob, EngineOptions, GpuEngine, GpuError};
 use crate::{Backend, DType, Error, Format, GgufFile, Result, Selection};
@@ -116,19 +124,27 @@ pub enum Source {
     /// Copy from the file's memory map (page faults do the reading). A file truncated by another
     /// process while it is mapped can still end the process with `SIGBUS` (the map's contract,
     /// see [`GgufFile`]); prefer [`Source::DirectRead`] where that may happen.
-    #[default]
     Mmap,
-    /// Plain `read` calls on a new handle of the file into a slot-sized buffer. The handle is
-    /// checked against the map first (same length, same header bytes).
+    /// Plain `pread` calls on a new handle of each file, straight into the mapped staging slot
+    /// (no copy in between). The handle is checked against the map first (same length, same
+    /// header bytes). A file truncated meanwhile is [`Error::FileChanged`], never a signal. The
+    /// default: as fast as the map or faster, with less CPU time (README, "Loading a model").
+    #[default]
     DirectRead,
+    /// Like [`Source::DirectRead`], with `O_DIRECT` (Linux): aligned reads that bypass the page
+    /// cache, through a 4 MiB bounce buffer per reader, for a model read once from a fast disk
+    /// whose pages should not push anything else out of memory. A file system that refuses it
+    /// (tmpfs, some overlays) is an [`Error::Io`] saying so; elsewhere than Linux too.
+    Direct,
 }
 
 impl Source {
-    /// `mmap` or `read`.
+    /// `mmap`, `read` or `direct`.
     pub const fn name(self) -> &'static str {
         match self {
             Source::Mmap => "mmap",
             Source::DirectRead => "read",
+            Source::Direct => "direct",
         }
     }
 }
@@ -142,12 +158,15 @@ impl fmt::Display for Source {
 impl FromStr for Source {
     type Err = String;
 
-    /// `mmap`, or `read` / `direct` / `direct-read`.
+    /// `mmap`, `read` (or `direct-read`), or `direct` (or `o_direct`).
     fn from_str(s: &str) -> std::result::Result<Source, String> {
         match s.trim().to_ascii_lowercase().as_str() {
             "mmap" => Ok(Source::Mmap),
-            "read" | "direct" | "direct-read" | "directread" => Ok(Source::DirectRead),
-            _ => Err(format!("unknown source `{s}` (expected mmap or read)")),
+            "read" | "direct-read" | "directread" => Ok(Source::DirectRead),
+            "direct" | "o_direct" | "o-direct" => Ok(Source::Direct),
+            _ => Err(format!(
+                "unknown source `{s}` (expected mmap, read or direct)"
+            )),
         }
     }
 }
@@ -157,12 +176,18 @@ impl FromStr for Source {
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
     /// Host staging budget in bytes, split into [`slots`](Self::slots) (default 64 MiB). Raised
-    /// to the smallest slot that holds one aligned run of blocks; lowered for small selections.
+    /// to the smallest slot that holds one aligned run of blocks; lowered for small selections,
+    /// and to slots of 4 MiB for a load that dequantises nothing on the GPU (larger slots only
+    /// cost setup time there).
     pub staging_bytes: u64,
     /// Staging slots in flight (default 4, at least 2).
     pub slots: usize,
-    /// Where the bytes come from (default [`Source::Mmap`]).
+    /// Where the bytes come from (default [`Source::DirectRead`]).
     pub source: Source,
+    /// Reader threads filling staging slots at once (default 2; at most one per slot). Each may
+    /// hold two slot-sized buffers of its own for formats decoded on the CPU, and a 4 MiB one
+    /// for [`Source::Direct`].
+    pub readers: usize,
     /// Decode formats without a GPU shader on the CPU into the staging slots (default `true`);
     /// `false` makes them [`GpuError::Unsupported`].
     pub cpu_fallback: bool,
@@ -205,7 +230,8 @@ impl Default for LoadOptions {
         LoadOptions {
             staging_bytes: 64 << 20,
             slots: 4,
-            source: Source::Mmap,
+            source: Source::DirectRead,
+            readers: 2,
             cpu_fallback: true,
             max_buffer_bytes: None,
             gpu_budget_bytes: None,
@@ -233,16 +259,35 @@ pub struct LoadReport {
     pub staging_bytes: u64,
     /// Staging fills (GPU submissions).
     pub chunks: usize,
+    /// Seconds of `seconds` before the first byte is read: selection, freshness checks,
+    /// planning, compiling shaders on their first use, allocating the resident buffers and the
+    /// staging ring.
+    pub setup_seconds: f64,
+    /// Seconds of `seconds` moving the bytes: reading, staging, copying (and dequantising)
+    /// until the GPU has finished, and the freshness check after.
+    pub transfer_seconds: f64,
+    /// Reader threads used (0 for a load with nothing to read).
+    pub readers: usize,
 }
 
 impl LoadReport {
     /// `bytes_read / seconds`, in GB/s (10⁹ bytes).
     pub fn gb_per_s(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.bytes_read as f64 / self.seconds / 1e9
-        } else {
-            0.0
-        }
+        gb_per_s(self.bytes_read, self.seconds)
+    }
+
+    /// `bytes_read / transfer_seconds`, in GB/s: the speed of the transfer alone.
+    pub fn transfer_gb_per_s(&self) -> f64 {
+        gb_per_s(self.bytes_read, self.transfer_seconds)
+    }
+}
+
+/// `bytes / seconds` in GB/s (10⁹ bytes), 0 for no time.
+fn gb_per_s(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 / seconds / 1e9
+    } else {
+        0.0
     }
 }
 
@@ -375,12 +420,8 @@ impl WeightLoader {
         match e {
             Error::Gpu(GpuError::DeviceLost(_)) => e,
             Error::Gpu(_) => {
-                // A destroyed device reports its loss only once its queue is idle: wait for
-                // that (a lost device is found right after it is destroyed mid-load).
-                let _ = self.device().poll(wgpu::PollType::Wait {
-                    submission_index: None,
-                    timeout: Some(self.options.timeout),
-                });
+                self.engine
+                    .settle(self.options.timeout.min(Duration::from_secs(5)));
                 match self.engine.check_device() {
                     Err(lost @ Error::Gpu(GpuError::DeviceLost(_))) => lost,
                     _ => e,
@@ -419,28 +460,21 @@ impl WeightLoader {
         self.engine.check_device()?;
         let selected = selection.resolve(file)?;
         let before = freshness::snapshot(file)?;
-        let direct = match options.source {
-            Source::DirectRead => freshness::open_direct(file)?,
-            Source::Mmap => Vec::new(),
+        let input = match options.source {
+            Source::Mmap => stream::Input::Map(file),
+            Source::DirectRead => stream::Input::Read(file, freshness::open_direct(file, false)?),
+            Source::Direct => stream::Input::Direct(file, freshness::open_direct(file, true)?),
         };
         let plan = self.plan(file, &selected, residency, options)?;
-        let (buffers, resident_alloc) = self.allocate_resident(file, &plan, options)?;
+        let (buffers, resident_alloc) =
+            self.allocate_resident(&plan, |i| file.tensors()[i].name.as_str(), options)?;
         let ring = self.allocate_ring(&plan, options)?;
-        stream::Stream {
-            engine: &self.engine,
-            file,
-            source: options.source,
-            plan: &plan,
-            buffers: &buffers,
-            staging: &ring.staging,
-            scratch: &ring.scratch,
-            direct,
-            timeout: options.timeout,
-            progress: options.progress.as_ref(),
-        }
-        .run()?;
+        let transfer = Instant::now();
+        let setup_seconds = (transfer - start).as_secs_f64();
+        let readers = self.stream(input, &plan, &buffers, &ring, options)?;
         drop(ring);
         freshness::unchanged_since(file, &before)?;
+        let transfer_seconds = transfer.elapsed().as_secs_f64();
         let tensors = resident_tensors(file, &plan, buffers, residency.dtype());
         let report = LoadReport {
             tensors: tensors.len(),
@@ -450,6 +484,9 @@ impl WeightLoader {
             source: options.source,
             staging_bytes: plan.slot_bytes * plan.slots as u64,
             chunks: plan.chunks.len(),
+            setup_seconds,
+            transfer_seconds,
+            readers,
         };
         Ok(ResidentModel::register(
             file.path().to_path_buf(),
@@ -459,6 +496,29 @@ impl WeightLoader {
             &self.counters,
             resident_alloc,
         ))
+    }
+
+    /// Streams `plan` from `input` through `ring` into `buffers`; returns the reader threads used.
+    fn stream(
+        &self,
+        input: stream::Input<'_>,
+        plan: &Plan,
+        buffers: &[Vec<Arc<wgpu::Buffer>>],
+        ring: &Ring,
+        options: &LoadOptions,
+    ) -> Result<usize> {
+        stream::Stream {
+            engine: &self.engine,
+            input,
+            plan,
+            buffers,
+            staging: &ring.staging,
+            scratch: &ring.scratch,
+            readers: options.readers,
+            timeout: options.timeout,
+            progress: options.progress.as_ref(),
+        }
+        .run()
     }
 
     /// How each selected tensor reaches the GPU (raw, GPU shader, CPU fallback), cut into parts
@@ -486,14 +546,7 @@ impl WeightLoader {
                 }
             });
         }
-        let device_max = self.engine.limits().max_buffer_size;
-        let limits = Limits {
-            align: self.engine.offset_alignment().max(4),
-            max_binding: self.engine.max_binding_size(),
-            max_buffer: options
-                .max_buffer_bytes
-                .map_or(device_max, |m| m.min(device_max)),
-        };
+        let limits = self.limits(options);
         let data_offsets: Vec<u64> = file.shards().iter().map(|s| s.data_offset()).collect();
         let plan = plan::plan(
             &infos,
@@ -511,18 +564,31 @@ impl WeightLoader {
         Ok(plan)
     }
 
-    /// The resident buffers of every part, `[tensor][part]`, counted against the budget.
-    fn allocate_resident(
+    /// The device numbers a plan depends on, under `options`.
+    fn limits(&self, options: &LoadOptions) -> Limits {
+        let device_max = self.engine.limits().max_buffer_size;
+        Limits {
+            align: self.engine.offset_alignment().max(4),
+            max_binding: self.engine.max_binding_size(),
+            max_buffer: options
+                .max_buffer_bytes
+                .map_or(device_max, |m| m.min(device_max)),
+        }
+    }
+
+    /// The resident buffers of every part, `[tensor][part]`, counted against the budget;
+    /// `name` gives the name of the tensor at an index of the plan's tensors.
+    fn allocate_resident<'n>(
         &self,
-        file: &GgufFile,
         plan: &Plan,
+        name: impl Fn(usize) -> &'n str,
         options: &LoadOptions,
     ) -> Result<(Vec<Vec<Arc<wgpu::Buffer>>>, Allocation)> {
         let budget = options.gpu_budget_bytes;
         let mut total = self.counters.reserve(0, "", budget)?;
         let mut buffers = Vec::with_capacity(plan.tensors.len());
         for t in &plan.tensors {
-            let name = &file.tensors()[t.index].name;
+            let name = name(t.index);
             let mut parts = Vec::with_capacity(t.parts.len());
             for part in &t.parts {
                 let what = format!("allocating {} bytes for {name}", part.buffer_bytes);

@@ -1,33 +1,61 @@
-//! The streaming upload: a reader thread fills a ring of mapped staging buffers from the file (or
+//! The streaming upload: reader threads fill a ring of mapped staging buffers from the file (or
 //! the memory map) while the calling thread submits the filled ones (copy, and dequantise on the
 //! GPU) and re-maps them for reuse. At most `plan.slots` slots are in use, so host memory is
 //! bounded by the staging budget whatever the model size.
+//!
+//! Chunks are independent (each writes its own ranges of the resident buffers), so readers take
+//! them in file order from a shared counter, each into whatever slot is free, and the submitter
+//! submits them in the order they are filled.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::plan::{Chunk, Path, Plan};
-use super::{Progress, Source};
+use super::plan::{Chunk, Path, Plan, Segment};
+use super::Progress;
 use crate::gguf::Shard;
 use crate::gpu::{buffers, scoped, DequantJob, GpuEngine, GpuError};
 use crate::{Error, GgufFile, Result};
 
+/// The name of the loader's reader threads (at most 15 bytes, so that `/proc/<pid>/task/*/comm`
+/// and profilers show all of it).
+pub const READER_THREAD: &str = "gguf-dequant-rd";
+
 /// How long a blocked wait sleeps between checks of the other side.
 const TICK: Duration = Duration::from_millis(5);
+
+/// `O_DIRECT` offsets, lengths and buffer addresses are multiples of this (the largest logical
+/// block size of common disks).
+pub(crate) const DIRECT_ALIGN: u64 = 4096;
+
+/// Bytes one `O_DIRECT` read asks for at most (the bounce buffer of each reader).
+const DIRECT_PIECE: u64 = 4 << 20;
 
 /// A staging slot handed back by its map callback: `Err` if mapping failed.
 type Freed = (usize, std::result::Result<(), GpuError>);
 
+/// A filled slot: the chunk's index in the plan and the slot.
+type Filled = Result<(usize, usize)>;
+
+/// Where the readers take the bytes from.
+pub(crate) enum Input<'a> {
+    /// Each shard's memory map; pages are released behind the reader.
+    Map(&'a GgufFile),
+    /// `pread` on a handle of each shard, straight into the mapped slot.
+    Read(&'a GgufFile, Vec<File>),
+    /// `O_DIRECT` reads of each shard (aligned, through a bounce buffer per reader).
+    Direct(&'a GgufFile, Vec<File>),
+    /// Host memory (the host-to-device roofline): segment offsets index the slice.
+    Memory(&'a [u8]),
+}
+
 /// What one load streams through.
 pub(crate) struct Stream<'a> {
     pub engine: &'a GpuEngine,
-    pub file: &'a GgufFile,
-    pub source: Source,
+    pub input: Input<'a>,
     pub plan: &'a Plan,
     /// Resident buffers, `[tensor][part]`.
     pub buffers: &'a [Vec<Arc<wgpu::Buffer>>],
@@ -35,57 +63,109 @@ pub(crate) struct Stream<'a> {
     pub staging: &'a [wgpu::Buffer],
     /// `plan.slots` scratch buffers (STORAGE | COPY_DST) when the plan dequantises on the GPU.
     pub scratch: &'a [wgpu::Buffer],
-    /// [`Source::DirectRead`]: an open handle of each shard.
-    pub direct: Vec<File>,
+    /// Reader threads to start (at least 1, at most one per slot and one per chunk).
+    pub readers: usize,
     pub timeout: Duration,
     pub progress: Option<&'a Progress>,
 }
 
+/// What the readers share.
+struct Shared {
+    free_rx: Mutex<Receiver<Freed>>,
+    /// The next chunk to fill.
+    next: AtomicUsize,
+    cancel: AtomicBool,
+}
+
 impl Stream<'_> {
-    /// Runs the whole plan; returns when the GPU has finished every submission.
-    pub(crate) fn run(self) -> Result<()> {
+    /// Runs the whole plan; returns (the reader threads it ran) when the GPU has finished every
+    /// submission and every reader thread has ended.
+    pub(crate) fn run(self) -> Result<usize> {
         let Stream {
             engine,
-            file,
-            source,
+            input,
             plan,
             buffers,
             staging,
             scratch,
-            direct,
+            readers,
             timeout,
             progress,
         } = self;
         if plan.chunks.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let (free_tx, free_rx) = mpsc::channel::<Freed>();
-        let (filled_tx, filled_rx) = mpsc::channel::<Result<usize>>();
+        let (filled_tx, filled_rx) = mpsc::channel::<Filled>();
         for slot in 0..staging.len() {
             let _ = free_tx.send((slot, Ok(())));
         }
-        let cancel = AtomicBool::new(false);
+        let shared = Shared {
+            free_rx: Mutex::new(free_rx),
+            next: AtomicUsize::new(0),
+            cancel: AtomicBool::new(false),
+        };
+        let readers = readers
+            .clamp(1, staging.len().max(1))
+            .min(plan.chunks.len());
         std::thread::scope(|s| {
-            let reader = Reader {
-                file,
-                source,
-                plan,
-                staging,
-                pos: vec![None; direct.len()],
-                direct,
-                read_buf: Vec::new(),
-                decode_buf: Vec::new(),
-            };
-            let cancel_ref = &cancel;
-            s.spawn(move || reader.run(free_rx, filled_tx, cancel_ref));
+            let mut started = Vec::with_capacity(readers);
+            for _ in 0..readers {
+                let reader = Reader {
+                    input: &input,
+                    plan,
+                    staging,
+                    bounce: Vec::new(),
+                    read_buf: Vec::new(),
+                    decode_buf: Vec::new(),
+                };
+                let (shared, tx) = (&shared, filled_tx.clone());
+                let spawned = std::thread::Builder::new()
+                    .name(READER_THREAD.into())
+                    .spawn_scoped(s, move || reader.run(shared, tx));
+                match spawned {
+                    Ok(handle) => started.push(handle),
+                    // Fewer readers only make the load slower; none leaves nothing to read.
+                    Err(e) if started.is_empty() => {
+                        return Err(Error::OutOfMemory {
+                            bytes: 0,
+                            what: format!("starting a staging reader thread: {e}"),
+                        })
+                    }
+                    Err(_) => break,
+                }
+            }
+            drop(filled_tx);
+            let mut in_flight = VecDeque::new();
             let out = submit_all(
-                engine, plan, buffers, staging, scratch, &filled_rx, &free_tx, timeout, progress,
+                engine,
+                plan,
+                buffers,
+                staging,
+                scratch,
+                &filled_rx,
+                &free_tx,
+                timeout,
+                progress,
+                &mut in_flight,
             );
             if out.is_err() {
-                cancel.store(true, Ordering::Relaxed);
+                shared.cancel.store(true, Ordering::Relaxed);
+                // Let what was submitted finish (or fail) before the buffers go, so that a lost
+                // device is known as lost by the time the error is reported.
+                if let Some(last) = in_flight.pop_back() {
+                    let _ = engine.wait_for(last, timeout);
+                }
             }
             drop(filled_rx);
-            out
+            // Joined, not only finished: no reader thread is left when the load returns.
+            let ran = started.len();
+            for handle in started {
+                if let Err(panic) = handle.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+            out.map(|()| ran)
         })
     }
 }
@@ -97,33 +177,30 @@ fn submit_all(
     buffers: &[Vec<Arc<wgpu::Buffer>>],
     staging: &[wgpu::Buffer],
     scratch: &[wgpu::Buffer],
-    filled_rx: &Receiver<Result<usize>>,
+    filled_rx: &Receiver<Filled>,
     free_tx: &Sender<Freed>,
     timeout: Duration,
     progress: Option<&Progress>,
+    in_flight: &mut VecDeque<wgpu::SubmissionIndex>,
 ) -> Result<()> {
-    let mut in_flight: VecDeque<wgpu::SubmissionIndex> = VecDeque::new();
-    for chunk in &plan.chunks {
+    let stopped = || -> Error { GpuError::Map("the staging readers stopped".into()).into() };
+    for _ in 0..plan.chunks.len() {
         let mut waited = Duration::ZERO;
-        let slot = loop {
+        let (index, slot) = loop {
             match filled_rx.try_recv() {
                 Ok(m) => break m?,
-                Err(TryRecvError::Disconnected) => {
-                    return Err(GpuError::Map("the staging reader stopped".into()).into())
-                }
+                Err(TryRecvError::Disconnected) => return Err(stopped()),
                 Err(TryRecvError::Empty) => {}
             }
             // Nothing to submit yet: let the GPU finish the oldest submission (which frees its
-            // slot for the reader), or wait for the reader.
+            // slot for a reader), or wait for the readers.
             if let Some(index) = in_flight.pop_front() {
                 engine.wait_for(index, timeout)?;
                 continue;
             }
             match filled_rx.recv_timeout(TICK) {
                 Ok(m) => break m?,
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(GpuError::Map("the staging reader stopped".into()).into())
-                }
+                Err(RecvTimeoutError::Disconnected) => return Err(stopped()),
                 Err(RecvTimeoutError::Timeout) => {
                     // Map callbacks run inside polls: make sure they fire.
                     engine.poll();
@@ -135,8 +212,9 @@ fn submit_all(
                 }
             }
         };
-        let index = submit_chunk(engine, plan, chunk, buffers, staging, scratch, slot)?;
-        in_flight.push_back(index);
+        let chunk = &plan.chunks[index];
+        let submission = submit_chunk(engine, plan, chunk, buffers, staging, scratch, slot)?;
+        in_flight.push_back(submission);
         if let Some(p) = progress {
             p.report(chunk.segments.iter().map(|s| s.raw_len).sum());
         }
@@ -203,19 +281,17 @@ fn submit_chunk(
     Ok(engine.submit("submitting an upload", encoder)?)
 }
 
-/// The reader thread's state.
+/// One reader thread's state.
 struct Reader<'a> {
-    file: &'a GgufFile,
-    source: Source,
+    input: &'a Input<'a>,
     plan: &'a Plan,
     staging: &'a [wgpu::Buffer],
-    direct: Vec<File>,
-    /// [`Source::DirectRead`]: one segment's raw bytes (at most one slot).
+    /// [`Input::Direct`]: the aligned bounce buffer (at most [`DIRECT_PIECE`] plus alignment).
+    bounce: Vec<u8>,
+    /// A CPU-decoded segment's raw bytes when they are read rather than mapped (at most one slot).
     read_buf: Vec<u8>,
     /// CPU-decoded segments (at most one slot).
     decode_buf: Vec<u8>,
-    /// Each direct handle's position, if known.
-    pos: Vec<Option<u64>>,
 }
 
 fn grow(buf: &mut Vec<u8>, len: usize, what: &str) -> Result<()> {
@@ -230,19 +306,29 @@ fn grow(buf: &mut Vec<u8>, len: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
+fn ends_early(shard: &Shard, end: u64) -> Error {
+    Error::FileChanged {
+        path: shard.path().to_path_buf(),
+        reason: format!(
+            "it ends before byte {end} (it was {} bytes when opened)",
+            shard.len()
+        ),
+    }
+}
+
 impl Reader<'_> {
-    fn run(
-        mut self,
-        free_rx: Receiver<Freed>,
-        filled_tx: Sender<Result<usize>>,
-        cancel: &AtomicBool,
-    ) {
-        for chunk in &self.plan.chunks {
+    fn run(mut self, shared: &Shared, filled_tx: Sender<Filled>) {
+        loop {
             let slot = loop {
-                if cancel.load(Ordering::Relaxed) {
+                if shared.cancel.load(Ordering::Relaxed) {
                     return;
                 }
-                match free_rx.recv_timeout(TICK) {
+                let got = shared
+                    .free_rx
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .recv_timeout(TICK);
+                match got {
                     Ok((slot, Ok(()))) => break slot,
                     Ok((_, Err(e))) => {
                         let _ = filled_tx.send(Err(e.into()));
@@ -252,9 +338,13 @@ impl Reader<'_> {
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
             };
+            let index = shared.next.fetch_add(1, Ordering::Relaxed);
+            let Some(chunk) = self.plan.chunks.get(index) else {
+                return;
+            };
             let r = self.fill(chunk, slot);
             let failed = r.is_err();
-            if filled_tx.send(r.map(|()| slot)).is_err() || failed {
+            if filled_tx.send(r.map(|()| (index, slot))).is_err() || failed {
                 return;
             }
         }
@@ -267,50 +357,14 @@ impl Reader<'_> {
             .map_err(|e| GpuError::Map(format!("staging buffer: {e}")))?;
         for seg in &chunk.segments {
             let t = &self.plan.tensors[seg.tensor];
-            let shard = &self.file.shards()[seg.shard];
-            let raw: &[u8] = match self.source {
-                Source::Mmap => {
-                    let range = usize::try_from(seg.file_offset)
-                        .ok()
-                        .and_then(|s| Some(s..s.checked_add(usize::try_from(seg.raw_len).ok()?)?));
-                    match range.and_then(|r| shard.bytes().get(r)) {
-                        Some(b) => b,
-                        None => {
-                            return Err(Error::FileChanged {
-                                path: shard.path().to_path_buf(),
-                                reason: "a tensor lies outside the mapped file".into(),
-                            })
-                        }
-                    }
-                }
-                Source::DirectRead => {
-                    let len = seg.raw_len as usize;
-                    grow(&mut self.read_buf, len, "a direct-read buffer")?;
-                    let (Some(handle), Some(pos)) =
-                        (self.direct.get_mut(seg.shard), self.pos.get_mut(seg.shard))
-                    else {
-                        return Err(GpuError::InvalidJob(
-                            "direct read without a file handle".into(),
-                        )
-                        .into());
-                    };
-                    read_at(
-                        handle,
-                        pos,
-                        shard,
-                        seg.file_offset,
-                        &mut self.read_buf[..len],
-                    )?;
-                    &self.read_buf[..len]
-                }
-            };
             let so = seg.slot_offset as usize;
             let data = seg.slot_data as usize;
             let end = (seg.slot_offset + seg.slot_len) as usize;
             match t.path {
-                Path::Raw | Path::Gpu(_) => view.slice(so..so + data).copy_from_slice(raw),
+                Path::Raw | Path::Gpu(_) => self.read_into(seg, view.slice(so..so + data))?,
                 Path::Cpu(dtype) => {
                     grow(&mut self.decode_buf, data, "a CPU-decode buffer")?;
+                    let raw = raw(self.input, &mut self.bounce, &mut self.read_buf, seg)?;
                     let out = &mut self.decode_buf[..data];
                     crate::cpu::dequant_to_bytes(t.format, raw, dtype, out)?;
                     view.slice(so..so + data).copy_from_slice(out);
@@ -319,46 +373,182 @@ impl Reader<'_> {
             if end > so + data {
                 view.slice(so + data..end).fill(0);
             }
-            if matches!(self.source, Source::Mmap) {
+            if let Input::Map(file) = self.input {
                 // Copied: let the mapped pages go, so host memory stays bounded by the staging
                 // ring rather than growing to the file size.
-                shard.release(seg.file_offset, seg.raw_len);
+                file.shards()[seg.shard].release(seg.file_offset, seg.raw_len);
             }
         }
         Ok(())
     }
+
+    /// Puts the raw bytes of `seg` into `dst` (exactly `seg.raw_len` bytes).
+    fn read_into(&mut self, seg: &Segment, mut dst: wgpu::WriteOnly<'_, [u8]>) -> Result<()> {
+        match self.input {
+            Input::Map(file) => {
+                let shard = &file.shards()[seg.shard];
+                let raw = mapped(shard.bytes(), seg).ok_or_else(|| outside_map(shard))?;
+                dst.copy_from_slice(raw);
+                Ok(())
+            }
+            Input::Memory(bytes) => {
+                let raw = mapped(bytes, seg).ok_or_else(|| {
+                    GpuError::InvalidJob("a segment outside the host source".into())
+                })?;
+                dst.copy_from_slice(raw);
+                Ok(())
+            }
+            Input::Read(file, files) => {
+                let shard = &file.shards()[seg.shard];
+                let f = handle(files, seg)?;
+                crate::gguf::read_exact_at_into(f, seg.file_offset, dst).map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        ends_early(shard, seg.file_offset + seg.raw_len)
+                    } else {
+                        Error::Io {
+                            path: shard.path().to_path_buf(),
+                            source: e,
+                        }
+                    }
+                })
+            }
+            Input::Direct(file, files) => {
+                let shard = &file.shards()[seg.shard];
+                let f = handle(files, seg)?;
+                direct_read(f, shard, &mut self.bounce, seg, |at, bytes| {
+                    dst.slice(at..at + bytes.len()).copy_from_slice(bytes)
+                })
+            }
+        }
+    }
 }
 
-/// Reads `buf.len()` bytes at `offset` of the direct handle.
-fn read_at(
-    f: &mut File,
-    pos: &mut Option<u64>,
+/// The mapped bytes of `seg`, or where the segment lies outside the map.
+fn mapped<'m>(bytes: &'m [u8], seg: &Segment) -> Option<&'m [u8]> {
+    let start = usize::try_from(seg.file_offset).ok()?;
+    bytes.get(start..start.checked_add(usize::try_from(seg.raw_len).ok()?)?)
+}
+
+fn outside_map(shard: &Shard) -> Error {
+    Error::FileChanged {
+        path: shard.path().to_path_buf(),
+        reason: "a tensor lies outside the mapped file".into(),
+    }
+}
+
+fn handle<'f>(files: &'f [File], seg: &Segment) -> Result<&'f File> {
+    files
+        .get(seg.shard)
+        .ok_or_else(|| GpuError::InvalidJob("a direct read without a file handle".into()).into())
+}
+
+/// The raw bytes of `seg` as a slice: mapped, or read into `read_buf`.
+fn raw<'s>(
+    input: &'s Input<'s>,
+    bounce: &mut Vec<u8>,
+    read_buf: &'s mut Vec<u8>,
+    seg: &Segment,
+) -> Result<&'s [u8]> {
+    let len = seg.raw_len as usize;
+    match input {
+        Input::Map(file) => {
+            let shard = &file.shards()[seg.shard];
+            mapped(shard.bytes(), seg).ok_or_else(|| outside_map(shard))
+        }
+        Input::Memory(bytes) => mapped(bytes, seg)
+            .ok_or_else(|| GpuError::InvalidJob("a segment outside the host source".into()).into()),
+        Input::Read(file, files) => {
+            let shard = &file.shards()[seg.shard];
+            let f = handle(files, seg)?;
+            grow(read_buf, len, "a read buffer")?;
+            read_exact_at(f, shard, seg.file_offset, &mut read_buf[..len])?;
+            Ok(&read_buf[..len])
+        }
+        Input::Direct(file, files) => {
+            let shard = &file.shards()[seg.shard];
+            let f = handle(files, seg)?;
+            grow(read_buf, len, "a read buffer")?;
+            let out = read_buf;
+            direct_read(f, shard, bounce, seg, |at, bytes| {
+                out[at..at + bytes.len()].copy_from_slice(bytes)
+            })?;
+            Ok(&out[..len])
+        }
+    }
+}
+
+/// Reads `buf.len()` bytes at `offset` of the shard's handle.
+fn read_exact_at(f: &File, shard: &Shard, offset: u64, buf: &mut [u8]) -> Result<()> {
+    #[cfg(unix)]
+    let r = std::os::unix::fs::FileExt::read_exact_at(f, buf, offset);
+    #[cfg(not(unix))]
+    let r = {
+        use std::io::{Read, Seek};
+        let mut f = f;
+        f.seek(std::io::SeekFrom::Start(offset))
+            .and_then(|_| f.read_exact(buf))
+    };
+    r.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            ends_early(shard, offset + buf.len() as u64)
+        } else {
+            Error::Io {
+                path: shard.path().to_path_buf(),
+                source: e,
+            }
+        }
+    })
+}
+
+/// Reads the raw bytes of `seg` with aligned `O_DIRECT` reads of at most [`DIRECT_PIECE`]
+/// bytes, handing each piece to `sink` with its offset in the segment.
+fn direct_read(
+    f: &File,
     shard: &Shard,
-    offset: u64,
-    buf: &mut [u8],
+    bounce: &mut Vec<u8>,
+    seg: &Segment,
+    mut sink: impl FnMut(usize, &[u8]),
 ) -> Result<()> {
-    let path = shard.path();
     let io = |source| Error::Io {
-        path: path.to_path_buf(),
+        path: shard.path().to_path_buf(),
         source,
     };
-    if *pos != Some(offset) {
-        f.seek(SeekFrom::Start(offset)).map_err(io)?;
-    }
-    *pos = None;
-    match f.read_exact(buf) {
-        Ok(()) => {
-            *pos = Some(offset + buf.len() as u64);
-            Ok(())
+    let align = DIRECT_ALIGN as usize;
+    grow(bounce, DIRECT_PIECE as usize + align, "an O_DIRECT buffer")?;
+    let lead = bounce.as_ptr().align_offset(align).min(align);
+    let buf = &mut bounce[lead..lead + DIRECT_PIECE as usize];
+    let end = seg.file_offset + seg.raw_len;
+    let mut pos = seg.file_offset;
+    while pos < end {
+        let start = pos / DIRECT_ALIGN * DIRECT_ALIGN;
+        let want = (end - start)
+            .next_multiple_of(DIRECT_ALIGN)
+            .min(DIRECT_PIECE) as usize;
+        let mut got = 0;
+        while got < want {
+            #[cfg(unix)]
+            let r = std::os::unix::fs::FileExt::read_at(f, &mut buf[got..want], start + got as u64);
+            #[cfg(not(unix))]
+            let r: std::io::Result<usize> = Err(std::io::ErrorKind::Unsupported.into());
+            match r {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io(super::freshness::direct_refused(e))),
+            }
+            if !(got as u64).is_multiple_of(DIRECT_ALIGN) {
+                // A short read off the block grid only happens at the end of the file.
+                break;
+            }
         }
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(Error::FileChanged {
-            path: path.to_path_buf(),
-            reason: format!(
-                "it ends before byte {} (it was {} bytes when opened)",
-                offset + buf.len() as u64,
-                shard.len()
-            ),
-        }),
-        Err(e) => Err(io(e)),
+        let skip = (pos - start) as usize;
+        let usable = (start + got as u64).min(end);
+        if usable <= pos {
+            return Err(ends_early(shard, end));
+        }
+        let take = (usable - pos) as usize;
+        sink((pos - seg.file_offset) as usize, &buf[skip..skip + take]);
+        pos += take as u64;
     }
+    Ok(())
 }

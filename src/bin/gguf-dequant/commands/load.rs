@@ -1,13 +1,15 @@
-//! `load`: the selected tensors made GPU-resident, with a report of speed and memory; with
+//! `load`: the selected tensors made GPU-resident, with a report of speed and memory and the
+//! rooflines of the same run (the files' read speed, the adapter's host-to-device speed); with
 //! `--devices`, one model placed over several adapters.
 
 use std::io::Write;
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
 use gguf_dequant::gpu::loader::{
-    self, LoadOptions, LoadReport, MultiLoader, MultiModel, Placement, Progress as Ticks,
-    Residency, Split, WeightLoader,
+    self, LoadOptions, LoadReport, LoadRooflines, MultiLoader, MultiModel, Placement,
+    Progress as Ticks, Residency, RooflineOptions, Source, Split, WeightLoader,
 };
 use gguf_dequant::gpu::{self, EngineOptions, GpuEngine};
 use gguf_dequant::{Backend, GgufFile};
@@ -30,22 +32,67 @@ pub fn run(args: LoadArgs) -> Result<()> {
         .iter()
         .map(|t| t.n_bytes)
         .sum();
+    let created = Instant::now();
     let engine = Arc::new(GpuEngine::new(backend)?);
+    let device_seconds = created.elapsed().as_secs_f64();
     let bar = Progress::bytes(total, args.report.quiet, args.report.json);
     let loader = WeightLoader::with_engine(engine.clone(), options(&args, &bar));
+    cold(&args, &file)?;
     let model = loader.load(&file, &selection, args.dtype)?;
     bar.finish();
-    print(&args, model.report(), On::Adapter(&engine))
+    let r = model.report().clone();
+    let peak_rss = loader::peak_rss_bytes();
+    // Measured right after the load, in the same machine state, once the model is gone: the
+    // device has room again, the peak memory stays the load's, and what the load freed can only
+    // make the rooflines faster, never the load (measured first, their freed memory would speed
+    // up the load on a CPU adapter, whose fresh device memory costs page faults).
+    drop(model);
+    let rooflines = if args.no_roofline {
+        None
+    } else {
+        Some(loader.measure_rooflines(&file, &RooflineOptions::default())?)
+    };
+    let figures = Figures {
+        device_seconds,
+        peak_rss,
+        rooflines,
+        // O_DIRECT reads from the disk whatever the page cache holds.
+        from_disk: args.cold || r.source == Source::Direct,
+    };
+    print(&args, &r, On::Adapter(&engine), &figures)
 }
 
-/// The loader options of the command line (staging, source, the progress bar).
+/// `--cold`: the files' pages dropped from the page cache first.
+fn cold(args: &LoadArgs, file: &GgufFile) -> Result<()> {
+    if args.cold {
+        if let Err(why) = loader::drop_page_cache(file) {
+            bail!("cannot load from the disk: {why}");
+        }
+    }
+    Ok(())
+}
+
+/// The loader options of the command line (staging, slots, readers, source, the progress bar).
 fn options(args: &LoadArgs, bar: &Progress) -> LoadOptions {
     LoadOptions {
         staging_bytes: args.staging_mib << 20,
         source: args.source,
+        slots: args.slots as usize,
+        readers: args.readers as usize,
         progress: Some(Ticks::new(bar.ticker())),
         ..LoadOptions::default()
     }
+}
+
+/// What the report gives beside the load's own figures.
+struct Figures {
+    /// Seconds creating the device(s).
+    device_seconds: f64,
+    peak_rss: Option<u64>,
+    /// `None`: not measured (`--no-roofline`, or several devices).
+    rooflines: Option<LoadRooflines>,
+    /// Whether the load read from the disk (`--cold`, O_DIRECT).
+    from_disk: bool,
 }
 
 /// `--devices`: the placement is checked before any device is created, then every device loads
@@ -64,10 +111,15 @@ fn run_on_devices(args: &LoadArgs, devices: &Devices) -> Result<()> {
         .sum();
     let picked: Vec<_> = numbers.iter().map(|&i| adapters[i].clone()).collect();
     let bar = Progress::bytes(total, args.report.quiet, args.report.json);
+    let created = Instant::now();
     let multi = MultiLoader::from_adapters(&picked, EngineOptions::default(), options(args, &bar))?;
+    let device_seconds = created.elapsed().as_secs_f64();
+    cold(args, &file)?;
     let model = multi.load(&file, &selection, args.dtype, &placement)?;
     bar.finish();
     let r = model.report();
+    let loads: Vec<&LoadReport> = r.devices.iter().filter_map(|d| d.load.as_ref()).collect();
+    let longest = |f: fn(&LoadReport) -> f64| loads.iter().map(|l| f(l)).fold(0.0, f64::max);
     let totals = LoadReport {
         tensors: r.tensors,
         bytes_read: r.bytes_read,
@@ -75,12 +127,16 @@ fn run_on_devices(args: &LoadArgs, devices: &Devices) -> Result<()> {
         seconds: r.seconds,
         source: args.source,
         staging_bytes: r.staging_bytes,
-        chunks: r
-            .devices
-            .iter()
-            .filter_map(|d| d.load.as_ref())
-            .map(|l| l.chunks)
-            .sum(),
+        chunks: loads.iter().map(|l| l.chunks).sum(),
+        setup_seconds: longest(|l| l.setup_seconds),
+        transfer_seconds: longest(|l| l.transfer_seconds),
+        readers: loads.iter().map(|l| l.readers).sum(),
+    };
+    let figures = Figures {
+        device_seconds,
+        peak_rss: loader::peak_rss_bytes(),
+        rooflines: None,
+        from_disk: args.cold || args.source == Source::Direct,
     };
     print(
         args,
@@ -91,9 +147,9 @@ fn run_on_devices(args: &LoadArgs, devices: &Devices) -> Result<()> {
             numbers: &numbers,
             placement: &placement,
         },
+        &figures,
     )
 }
-
 /// The adapter numbers `--devices` names, each a compute adapter, none twice.
 fn adapter_numbers(devices: &Devices, found: usize) -> Result<Vec<usize>> {
     let list = match devices {
@@ -166,12 +222,19 @@ enum On<'a> {
 }
 
 /// Prints the report `r` (of the whole load) as text or JSON.
-fn print(args: &LoadArgs, r: &LoadReport, on: On<'_>) -> Result<()> {
+fn print(args: &LoadArgs, r: &LoadReport, on: On<'_>, figures: &Figures) -> Result<()> {
     let dtype = match args.dtype {
         Residency::Raw => "raw",
         Residency::Dequantised(d) => d.name(),
     };
-    let peak_rss = loader::peak_rss_bytes();
+    let Figures {
+        device_seconds,
+        peak_rss,
+        rooflines,
+        from_disk,
+    } = figures;
+    let (from_disk, device_seconds) = (*from_disk, *device_seconds);
+    let fraction = rooflines.as_ref().and_then(|f| f.fraction(r, from_disk));
     if args.report.json {
         let first = match &on {
             On::Adapter(engine) | On::Devices { first: engine, .. } => engine,
@@ -183,6 +246,11 @@ fn print(args: &LoadArgs, r: &LoadReport, on: On<'_>) -> Result<()> {
             "bytes_resident": r.bytes_resident, "seconds": r.seconds, "gb_per_s": r.gb_per_s(),
             "peak_rss_bytes": peak_rss, "source": r.source.name(),
             "staging_bytes": r.staging_bytes,
+            "device_seconds": device_seconds, "setup_seconds": r.setup_seconds,
+            "transfer_seconds": r.transfer_seconds, "transfer_gb_per_s": r.transfer_gb_per_s(),
+            "readers": r.readers, "chunks": r.chunks, "cold": args.cold,
+            "rooflines": rooflines.as_ref().map(|f| rooflines_json(f, from_disk)),
+            "fraction": fraction,
         });
         if let On::Devices { model, numbers, .. } = &on {
             let devices: Vec<_> = model
@@ -253,7 +321,61 @@ fn print(args: &LoadArgs, r: &LoadReport, on: On<'_>) -> Result<()> {
     writeln!(out, "bytes resident: {}", r.bytes_resident)?;
     writeln!(out, "seconds:        {:.3}", r.seconds)?;
     writeln!(out, "speed:          {:.2} GB/s read", r.gb_per_s())?;
-    match peak_rss {
+    writeln!(
+        out,
+        "device:         {device_seconds:.3} s creating the device (not in seconds)"
+    )?;
+    writeln!(
+        out,
+        "setup:          {:.3} s planning, compiling shaders, allocating",
+        r.setup_seconds
+    )?;
+    writeln!(
+        out,
+        "transfer:       {:.3} s, {:.2} GB/s ({} readers, {} chunks{})",
+        r.transfer_seconds,
+        r.transfer_gb_per_s(),
+        r.readers,
+        r.chunks,
+        if from_disk { ", from the disk" } else { "" }
+    )?;
+    match &rooflines {
+        Some(f) => {
+            writeln!(
+                out,
+                "read warm:      {:.2} GB/s (page cache, {} bytes)",
+                f.read_warm.gb_per_s(),
+                f.read_warm.bytes
+            )?;
+            match &f.read_cold {
+                Ok(t) => writeln!(
+                    out,
+                    "read cold:      {:.2} GB/s (disk, {} bytes)",
+                    t.gb_per_s(),
+                    t.bytes
+                )?,
+                Err(why) => writeln!(out, "read cold:      not measured: {why}")?,
+            }
+            writeln!(
+                out,
+                "host to device: {:.2} GB/s ({} bytes through the staging ring into new buffers; {:.2} GB/s again into the same)",
+                f.h2d.gb_per_s(),
+                f.h2d.bytes,
+                f.h2d_reused.gb_per_s()
+            )?;
+            match (fraction, f.bound_gb_per_s(from_disk)) {
+                (Some(x), Some(b)) => writeln!(
+                    out,
+                    "fraction:       {x:.2} of {b:.2} GB/s (transfer / the smaller of read {} and host to device)",
+                    if from_disk { "cold" } else { "warm" }
+                )?,
+                _ => writeln!(out, "fraction:       not measured (no cold read figure)")?,
+            }
+        }
+        None if args.no_roofline => writeln!(out, "rooflines:      not measured (--no-roofline)")?,
+        None => writeln!(out, "rooflines:      not measured with --devices")?,
+    }
+    match *peak_rss {
         Some(b) => writeln!(
             out,
             "peak host RSS:  {b} bytes ({:.0} MiB)",
@@ -263,6 +385,20 @@ fn print(args: &LoadArgs, r: &LoadReport, on: On<'_>) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// The `"rooflines"` object of `load --json`.
+fn rooflines_json(f: &LoadRooflines, cold: bool) -> serde_json::Value {
+    json!({
+        "read_warm_gb_per_s": f.read_warm.gb_per_s(),
+        "read_warm_bytes": f.read_warm.bytes,
+        "read_cold_gb_per_s": f.read_cold.as_ref().ok().map(|t| t.gb_per_s()),
+        "read_cold_not_measured": f.read_cold.as_ref().err().map(|why| why.to_string()),
+        "h2d_gb_per_s": f.h2d.gb_per_s(),
+        "h2d_bytes": f.h2d.bytes,
+        "h2d_reused_gb_per_s": f.h2d_reused.gb_per_s(),
+        "bound_gb_per_s": f.bound_gb_per_s(cold),
+    })
 }
 
 /// `3,1,1`.
