@@ -321,9 +321,14 @@ fn print(args: &LoadArgs, r: &LoadReport, on: On<'_>, figures: &Figures) -> Resu
     writeln!(out, "bytes resident: {}", r.bytes_resident)?;
     writeln!(out, "seconds:        {:.3}", r.seconds)?;
     writeln!(out, "speed:          {:.2} GB/s read", r.gb_per_s())?;
+    let devices = if matches!(on, On::Devices { .. }) {
+        "devices"
+    } else {
+        "device"
+    };
     writeln!(
         out,
-        "device:         {device_seconds:.3} s creating the device (not in seconds)"
+        "device:         {device_seconds:.3} s creating the {devices} (not in seconds)"
     )?;
     writeln!(
         out,
