@@ -4,11 +4,14 @@
 //! cpu_throughput gen FORMAT N_VALUES SEED FILE   # write random blocks (scales finite)
 //! cpu_throughput run FORMAT FILE [OUT]           # time 1 thread and all threads; OUT = f32 LE output
 //! ```
-//! `run` prints one line: `FORMAT values gbps_1t gbps_all` (GB/s of f32 output, best of several runs).
+//! `run` prints one line: `FORMAT values gbps_1t gbps_all f16_1t bf16_1t f16_all bf16_all`: GB/s
+//! of f32 output on one thread and on all threads, then f16 and bf16 output (one thread, all
+//! threads) in values per second as a fraction of the f32 figure of the same thread count; each
+//! the best of several runs.
 
 use std::time::{Duration, Instant};
 
-use gguf_dequant::{cpu, Format};
+use gguf_dequant::{cpu, DType, Format};
 
 /// Best seconds per call of `f`, over at least `MIN_REPS` calls and `MIN_TIME`.
 fn best_time(mut f: impl FnMut()) -> f64 {
@@ -51,12 +54,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let gb = (n * 4) as f64 / 1e9;
             let one = best_time(|| cpu::dequant_into(f, &src, &mut dst).expect("sizes"));
             let all = best_time(|| cpu::dequant_into_with(f, &src, &mut dst, None).expect("sizes"));
+            let mut half = vec![0u8; n * 2];
+            let mut half_time = |dtype: DType, threads: Option<usize>| {
+                best_time(|| {
+                    cpu::dequant_to_bytes_with(f, &src, dtype, &mut half, threads).expect("sizes")
+                })
+            };
+            let (f16_1, bf16_1) = (
+                half_time(DType::F16, Some(1)),
+                half_time(DType::BF16, Some(1)),
+            );
+            let (f16_all, bf16_all) = (half_time(DType::F16, None), half_time(DType::BF16, None));
             if let Some(out) = args.get(3) {
                 cpu::dequant_into(f, &src, &mut dst)?;
                 let bytes: Vec<u8> = dst.iter().flat_map(|v| v.to_le_bytes()).collect();
                 std::fs::write(out, bytes)?;
             }
-            println!("{} {} {:.3} {:.3}", f.name(), n, gb / one, gb / all);
+            println!(
+                "{} {} {:.3} {:.3} {:.3} {:.3} {:.3} {:.3}",
+                f.name(),
+                n,
+                gb / one,
+                gb / all,
+                one / f16_1,
+                one / bf16_1,
+                all / f16_all,
+                all / bf16_all
+            );
         }
         _ => return Err(usage.into()),
     }

@@ -10,7 +10,9 @@ one thread and on all threads and writes its f32 output, which is compared bit f
 (NaN equals NaN). Every figure is the best of at least 5 calls and 0.5 s, in each of 3 rounds that
 alternate ours and ggml's, best round kept. Prints a markdown table; its last figure, the all-threads
 run's memory traffic (quantised bytes read + f32 bytes written per second), shows which types are
-bound by the machine's bandwidth rather than by the decoder.
+bound by the machine's bandwidth rather than by the decoder. The f16 and bf16 columns time the same
+decode writing f16 / bf16 (`cpu::dequant_to_bytes_with`): values per second as a fraction of the f32
+path's, on one thread and on all threads.
 """
 import ctypes
 import os
@@ -74,8 +76,9 @@ def main():
                 break
     print(f"CPU: {model}, {os.cpu_count()} cores; {N_VALUES} values (16 MiB f32) per type\n")
     print("| type | ggml GB/s | ours 1t GB/s | ours all GB/s | 1t / ggml | all / 1t "
-          "| all: in + out GB/s | bit-exact vs ggml |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+          "| all: in + out GB/s | f16 / f32 1t | bf16 / f32 1t | f16 / f32 all | bf16 / f32 all "
+          "| bit-exact vs ggml |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, tid in TYPES:
             if wanted and name not in wanted:
@@ -91,12 +94,14 @@ def main():
             sp = src.ctypes.data_as(ctypes.c_void_p)
             dp = dst.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
             one = allt = 0.0
+            halves = [0.0] * 4
             ggml_gbs = None
             for _ in range(ROUNDS):
                 run = subprocess.run([exe, "run", name, src_path, out_path], check=True,
                                      capture_output=True, text=True).stdout.split()
                 assert int(run[1]) == n
                 one, allt = max(one, float(run[2])), max(allt, float(run[3]))
+                halves = [max(h, float(x)) for h, x in zip(halves, run[4:8])]
                 if to_float:
                     t = best_time(lambda: to_float(sp, dp, n))
                     ggml_gbs = max(ggml_gbs or 0.0, n * 4 / 1e9 / t)
@@ -107,8 +112,9 @@ def main():
             r = f"{one / ggml_gbs:.2f}" if ggml_gbs else "–"
             # Memory traffic of the all-threads run: quantised bytes read plus f32 bytes written.
             traffic = allt * (1 + os.path.getsize(src_path) / (4 * n))
+            h = " | ".join(f"{x:.2f}" for x in halves)
             print(f"| {name} | {g} | {one:.2f} | {allt:.2f} | {r} | {allt / one:.2f} "
-                  f"| {traffic:.0f} | {exact} |", flush=True)
+                  f"| {traffic:.0f} | {h} | {exact} |", flush=True)
 
 
 if __name__ == "__main__":

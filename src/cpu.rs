@@ -1,12 +1,12 @@
 //! The CPU driver: runs the per-format reference codecs ([`crate::formats`]) over whole tensors.
 //!
 //! [`dequant_into`] decodes on the calling thread with no allocation. [`dequant_to_bytes`] and
-//! [`dequant_f32`] split the tensor on block boundaries across rayon's threads; the byte variant
-//! decodes into a small per-task f32 scratch buffer and converts from there, so its extra memory is
-//! bounded (a few tens of KiB per thread) whatever the tensor size.
+//! [`dequant_f32`] split the tensor on block boundaries across rayon's threads. The byte variant
+//! writes f16 and bf16 through the codecs' fused half-precision rows (each block rounded as it is
+//! decoded, `FormatSpec::dequant_row_f16` / `dequant_row_bf16`), and f32 into a byte buffer not
+//! aligned for f32 through a small stack scratch buffer, so its extra memory is bounded (a few
+//! tens of KiB per thread) whatever the tensor size.
 
-use half::slice::HalfFloatSliceExt;
-use half::{bf16, f16};
 use rayon::prelude::*;
 
 use crate::dtype::DType;
@@ -169,55 +169,96 @@ impl Mode {
     }
 }
 
-/// Decodes `src` (whole blocks) into `dst` bytes of `dtype`, through a stack scratch buffer.
+/// Decodes `src` (whole blocks) into `dst` bytes of `dtype`: f16 and bf16 by the codec's fused
+/// half-precision rows, f32 through a stack scratch buffer (for a `dst` not aligned for f32).
 fn decode_bytes(format: Format, src: &[u8], dtype: DType, dst: &mut [u8]) {
     let spec = format.spec();
-    let step_src = SCRATCH_VALUES / spec.elems * spec.bytes;
-    let size = dtype.size();
-    let mut scratch = [0.0f32; SCRATCH_VALUES];
-    for (s, d) in src
-        .chunks(step_src)
-        .zip(dst.chunks_mut(SCRATCH_VALUES * size))
-    {
-        let vals = &mut scratch[..d.len() / size];
-        (spec.dequant_row)(s, vals);
-        store(vals, dtype, d);
+    match dtype {
+        DType::F16 => (spec.dequant_row_f16)(src, dst.as_chunks_mut::<2>().0),
+        DType::BF16 => (spec.dequant_row_bf16)(src, dst.as_chunks_mut::<2>().0),
+        DType::F32 => {
+            let step_src = SCRATCH_VALUES / spec.elems * spec.bytes;
+            let mut scratch = [0.0f32; SCRATCH_VALUES];
+            for (s, d) in src.chunks(step_src).zip(dst.chunks_mut(SCRATCH_VALUES * 4)) {
+                let vals = &mut scratch[..d.len() / 4];
+                (spec.dequant_row)(s, vals);
+                let (words, _) = d.as_chunks_mut::<4>();
+                for (w, v) in words.iter_mut().zip(vals.iter()) {
+                    *w = v.to_le_bytes();
+                }
+            }
+        }
     }
 }
 
-/// Values converted per batch to f16/bf16 before their bytes are written.
-const HALF_BATCH: usize = 512;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::sample::{normal_blocks, Rng};
+    use half::{bf16, f16};
 
-/// Writes `vals` as little-endian `dtype` into `out` (`out.len() == vals.len() * dtype.size()`).
-fn store(vals: &[f32], dtype: DType, out: &mut [u8]) {
-    match dtype {
-        DType::F32 => {
-            let (words, _) = out.as_chunks_mut::<4>();
-            for (w, v) in words.iter_mut().zip(vals) {
-                *w = v.to_le_bytes();
+    /// The fused rows of `format` on `src` give exactly `half`'s rounding of the f32 row.
+    fn check_half_rows(format: Format, src: &[u8]) {
+        let spec = format.spec();
+        let n = src.len() / spec.bytes * spec.elems;
+        let mut f32s = vec![0.0f32; n];
+        (spec.dequant_row)(src, &mut f32s);
+        let mut out = vec![[0u8; 2]; n];
+        type Round = fn(f32) -> u16;
+        let rows: [(&str, Rowfn, Round); 2] = [
+            ("f16", spec.dequant_row_f16, |x| f16::from_f32(x).to_bits()),
+            ("bf16", spec.dequant_row_bf16, |x| {
+                bf16::from_f32(x).to_bits()
+            }),
+        ];
+        for (dtype, row, round) in rows {
+            row(src, &mut out);
+            for (i, (x, o)) in f32s.iter().zip(&out).enumerate() {
+                let bits = x.to_bits();
+                let got = u16::from_le_bytes(*o);
+                assert_eq!(got, round(*x), "{format} {dtype} #{i}: {bits:#x}");
             }
         }
-        DType::F16 => {
-            let mut buf = [f16::ZERO; HALF_BATCH];
-            for (v, o) in vals.chunks(HALF_BATCH).zip(out.chunks_mut(2 * HALF_BATCH)) {
-                let h = &mut buf[..v.len()];
-                h.convert_from_f32_slice(v);
-                let (words, _) = o.as_chunks_mut::<2>();
-                for (w, x) in words.iter_mut().zip(h.iter()) {
-                    *w = x.to_bits().to_le_bytes();
-                }
+    }
+
+    /// A fused half-precision row.
+    type Rowfn = fn(&[u8], &mut [[u8; 2]]);
+
+    /// F32's fused rows on every exponent, sign and NaN payload class (a stride through all 2³²
+    /// patterns, and every pattern near each rounding boundary), in runs of every length up to
+    /// 17 (the vector bodies and each remainder): `half`'s bits.
+    #[test]
+    fn half_rows_round_every_f32_class_like_half() {
+        let mut vals: Vec<u32> = (0..=u32::MAX).step_by(4093).collect();
+        for base in [
+            0x3380_0000u32,
+            0x3880_0000,
+            0x477F_E000,
+            0x7F80_0000,
+            0x0000_8000,
+        ] {
+            for d in 0..0x2_0000u32 {
+                vals.push(base.wrapping_add(d));
+                vals.push((base | 0x8000_0000).wrapping_add(d));
             }
         }
-        DType::BF16 => {
-            let mut buf = [bf16::ZERO; HALF_BATCH];
-            for (v, o) in vals.chunks(HALF_BATCH).zip(out.chunks_mut(2 * HALF_BATCH)) {
-                let h = &mut buf[..v.len()];
-                h.convert_from_f32_slice(v);
-                let (words, _) = o.as_chunks_mut::<2>();
-                for (w, x) in words.iter_mut().zip(h.iter()) {
-                    *w = x.to_bits().to_le_bytes();
-                }
-            }
+        let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        for len in [vals.len(), 1, 7, 8, 9, 16, 17, 300] {
+            check_half_rows(Format::F32, &bytes[..4 * len]);
+        }
+    }
+
+    /// Every format's fused rows equal the rounded f32 row, on random bytes (NaN and Inf scales
+    /// included) and on blocks with finite normal scales.
+    #[test]
+    fn half_rows_of_every_format_equal_the_rounded_f32_row() {
+        for &format in Format::ALL {
+            let spec = format.spec();
+            let blocks = 1024 / spec.elems + 3;
+            let mut raw = vec![0u8; blocks * spec.bytes];
+            Rng::new(format.id().into()).fill(&mut raw);
+            check_half_rows(format, &raw);
+            check_half_rows(format, &normal_blocks(format, blocks, 7));
         }
     }
 }

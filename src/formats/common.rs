@@ -169,30 +169,232 @@ pub fn dequant_blocks<const BYTES: usize, const ELEMS: usize>(
     }
 }
 
-/// Defines a codec's `pub fn dequant_row(src: &[u8], dst: &mut [f32])`, compiled once per x86-64
-/// level — v3 (AVX2, FMA, F16C), v2 (SSE4.2) and the baseline — with the best one the CPU has
-/// picked at the first call (`multiversion`, runtime detection). Every version performs the same
-/// IEEE operations in the same order (Rust never fuses a multiply and an add), so the output is
-/// bit-identical on every CPU; only the width of the vector instructions differs.
+/// Values an element-wise body decodes at a time for the half-precision rows: a run small enough to
+/// stay in registers and L1, a multiple of every block size.
+pub const HALF_RUN: usize = 256;
+
+/// [`dequant_blocks`] for the half-precision rows: each block decoded into a local array and
+/// rounded into `dst` straight away by `to_half`.
+#[inline(always)]
+pub fn half_blocks<const BYTES: usize, const ELEMS: usize>(
+    src: &[u8],
+    dst: &mut [[u8; 2]],
+    block: impl Fn(&[u8; BYTES], &mut [f32; ELEMS]),
+    to_half: impl Fn(&[f32], &mut [[u8; 2]]),
+) {
+    let (blocks, _) = src.as_chunks::<BYTES>();
+    let (outs, _) = dst.as_chunks_mut::<ELEMS>();
+    for (b, o) in blocks.iter().zip(outs.iter_mut()) {
+        // As in `dequant_blocks`: vectorise within a block, not across blocks.
+        std::hint::black_box(());
+        let mut y = [0.0f32; ELEMS];
+        block(b, &mut y);
+        to_half(&y, o);
+    }
+}
+
+/// The half-precision rows of an element-wise body: runs of [`HALF_RUN`] values decoded by
+/// `decode` into a local array and rounded into `dst` by `to_half`.
+#[inline(always)]
+pub fn half_runs<const BYTES: usize, const ELEMS: usize>(
+    src: &[u8],
+    dst: &mut [[u8; 2]],
+    decode: impl Fn(&[u8], &mut [f32]),
+    to_half: impl Fn(&[f32], &mut [[u8; 2]]),
+) {
+    let mut y = [0.0f32; HALF_RUN];
+    let step = HALF_RUN / ELEMS * BYTES;
+    for (s, o) in src.chunks(step).zip(dst.chunks_mut(HALF_RUN)) {
+        let y = &mut y[..o.len()];
+        decode(s, y);
+        to_half(y, o);
+    }
+}
+
+/// Rounding f32 to f16 (to nearest, ties to even; `half`'s rounding, and the F16C / AVX-512
+/// `vcvtps2ph` instruction's), little-endian, for the half-precision rows; one function per
+/// instruction-set level, the widest the row's clone has.
+pub(crate) mod f16_run {
+    use half::f16;
+
+    /// Value by value, with `half` (which is the instruction-exact software rounding).
+    #[inline(always)]
+    pub fn soft(y: &[f32], o: &mut [[u8; 2]]) {
+        for (o, v) in o.iter_mut().zip(y) {
+            *o = f16::from_f32(*v).to_bits().to_le_bytes();
+        }
+    }
+
+    /// 8 values per F16C `vcvtps2ph`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx,f16c")]
+    #[inline]
+    pub fn f16c(y: &[f32], o: &mut [[u8; 2]]) {
+        use std::arch::x86_64::{__m256, _mm256_cvtps_ph, _MM_FROUND_TO_NEAREST_INT};
+        let (v8, v_rest) = y.as_chunks::<8>();
+        let (o8, o_rest) = o.as_chunks_mut::<8>();
+        for (v, o) in v8.iter().zip(o8.iter_mut()) {
+            let x: __m256 = bytemuck::cast(*v);
+            *o = bytemuck::cast(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
+        }
+        soft(v_rest, o_rest);
+    }
+
+    /// 16 values per AVX-512 `vcvtps2ph`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub fn avx512(y: &[f32], o: &mut [[u8; 2]]) {
+        use std::arch::x86_64::{__m512, _mm512_cvtps_ph, _MM_FROUND_TO_NEAREST_INT};
+        let (v16, v_rest) = y.as_chunks::<16>();
+        let (o16, o_rest) = o.as_chunks_mut::<16>();
+        for (v, o) in v16.iter().zip(o16.iter_mut()) {
+            let x: __m512 = bytemuck::cast(*v);
+            *o = bytemuck::cast(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
+        }
+        soft(v_rest, o_rest);
+    }
+}
+
+/// Rounding f32 to bf16 exactly as `half::bf16::from_f32` does (to nearest, ties to even; a NaN
+/// keeps its sign and top mantissa bits and gets the quiet bit), little-endian, in branch-free
+/// integer operations that vectorise at whatever width the row's clone has.
+pub(crate) mod bf16_run {
+    /// The rounding; `f16c` and `avx512` are the same code, named for the row macro.
+    #[inline(always)]
+    pub fn soft(y: &[f32], o: &mut [[u8; 2]]) {
+        for (o, v) in o.iter_mut().zip(y) {
+            let x = v.to_bits();
+            let nan = (x & 0x7FFF_FFFF) > 0x7F80_0000;
+            // Adding 0x7FFF and the kept part's lowest bit carries into it exactly when the
+            // dropped half is above a tie, or a tie with an odd kept part (a carry out of the
+            // top needs x past 0xFFFF_8000, a NaN).
+            let rounded = x.wrapping_add(0x7FFF + ((x >> 16) & 1)) >> 16;
+            let bits = if nan { (x >> 16) | 0x40 } else { rounded };
+            *o = (bits as u16).to_le_bytes();
+        }
+    }
+
+    /// [`soft`], in a clone with F16C.
+    #[inline(always)]
+    pub fn f16c(y: &[f32], o: &mut [[u8; 2]]) {
+        soft(y, o)
+    }
+
+    /// [`soft`], in a clone with AVX-512.
+    #[inline(always)]
+    pub fn avx512(y: &[f32], o: &mut [[u8; 2]]) {
+        soft(y, o)
+    }
+}
+
+/// Defines a codec's row decoders, each compiled once per x86-64 level with the best one the CPU
+/// has picked at the first call (`multiversion`, runtime detection):
 ///
-/// `dequant_row!(dequant_block)` runs the format's block decoder over every whole block;
-/// `dequant_row!(|src, dst| { ... })` gives an element-wise body.
+/// * `pub fn dequant_row(src: &[u8], dst: &mut [f32])`: v3 (AVX2, FMA, F16C), v2 (SSE4.2) and the
+///   baseline;
+/// * `pub fn dequant_row_f16(src: &[u8], dst: &mut [[u8; 2]])` and `dequant_row_bf16`: the same
+///   decode with each block's values rounded to f16 / bf16 (to nearest, ties to even, as `half`
+///   rounds) and stored little-endian as soon as they are decoded, with no f32 pass over memory
+///   in between; v4 (AVX-512: `vcvtps2ph` 16 values at a time), v3 (F16C, 8 at a time), v2 and
+///   the baseline. `half_rows = avx2` leaves out the v4 clone, for the formats whose decoder
+///   LLVM vectorises worse at 512 bits (the codec says which, with the figures).
+///
+/// Every version performs the same IEEE operations in the same order (Rust never fuses a multiply
+/// and an add), so the output is bit-identical on every CPU; only the width of the vector
+/// instructions differs.
+///
+/// `dequant_row!(dequant_block)` (or `dequant_row!(dequant_block, half_rows = avx2)`) runs the
+/// format's block decoder over every whole block; `dequant_row!(|src, dst| { ... })` (or
+/// `dequant_row!(half_rows = avx2, |src, dst| { ... })`) gives an element-wise body (the half
+/// rows run it on runs of [`HALF_RUN`] values).
 macro_rules! dequant_row {
     ($block:ident) => {
+        $crate::formats::common::dequant_row!(@blocks $block, wide);
+    };
+    ($block:ident, half_rows = avx2) => {
+        $crate::formats::common::dequant_row!(@blocks $block, avx2);
+    };
+    (|$src:ident, $dst:ident| $body:block) => {
+        $crate::formats::common::dequant_row!(@runs wide, |$src, $dst| $body);
+    };
+    (half_rows = avx2, |$src:ident, $dst:ident| $body:block) => {
+        $crate::formats::common::dequant_row!(@runs avx2, |$src, $dst| $body);
+    };
+    (@blocks $block:ident, $levels:ident) => {
         // A closure, not the fn item itself: each clone then gets its own closure, which LLVM
         // inlines; a fn item would go through one `Fn::call` shim shared by all clones, called
         // out of line per block.
-        $crate::formats::common::dequant_row!(|src, dst| {
+        $crate::formats::common::dequant_row!(@f32 |src, dst| {
             $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y))
         });
+        $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |src, dst, to_half| {
+            $crate::formats::common::half_blocks(src, dst, |b, y| $block(b, y), to_half)
+        });
+        $crate::formats::common::dequant_row!(@half $levels, dequant_row_bf16, bf16_run, |src, dst, to_half| {
+            $crate::formats::common::half_blocks(src, dst, |b, y| $block(b, y), to_half)
+        });
     };
-    (|$src:ident, $dst:ident| $body:block) => {
+    (@runs $levels:ident, |$src:ident, $dst:ident| $body:block) => {
+        $crate::formats::common::dequant_row!(@f32 |$src, $dst| $body);
+        $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |src, dst, to_half| {
+            $crate::formats::common::half_runs::<BYTES, ELEMS>(
+                src,
+                dst,
+                |$src: &[u8], $dst: &mut [f32]| $body,
+                to_half,
+            )
+        });
+        $crate::formats::common::dequant_row!(@half $levels, dequant_row_bf16, bf16_run, |src, dst, to_half| {
+            $crate::formats::common::half_runs::<BYTES, ELEMS>(
+                src,
+                dst,
+                |$src: &[u8], $dst: &mut [f32]| $body,
+                to_half,
+            )
+        });
+    };
+    (@f32 |$src:ident, $dst:ident| $body:block) => {
         /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
         #[multiversion::multiversion(targets(
             "x86_64+avx+avx2+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
             "x86_64+popcnt+sse3+sse4.1+sse4.2+ssse3",
         ))]
         pub fn dequant_row($src: &[u8], $dst: &mut [f32]) $body
+    };
+    (@half wide, $name:ident, $run:ident, |$src:ident, $dst:ident, $to_half:ident| $body:block) => {
+        /// Decodes whole blocks of `src` into little-endian half-precision bits in `dst`
+        /// (`dst.len() == src.len() / BYTES * ELEMS`), rounding each value as it is decoded.
+        #[multiversion::multiversion(targets(
+            "x86_64+avx+avx2+avx512f+avx512bw+avx512vl+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
+            "x86_64+avx+avx2+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
+            "x86_64+popcnt+sse3+sse4.1+sse4.2+ssse3",
+        ))]
+        pub fn $name($src: &[u8], $dst: &mut [[u8; 2]]) {
+            $crate::formats::common::dequant_row!(@to_half $run, $to_half);
+            $body
+        }
+    };
+    (@half avx2, $name:ident, $run:ident, |$src:ident, $dst:ident, $to_half:ident| $body:block) => {
+        /// Decodes whole blocks of `src` into little-endian half-precision bits in `dst`
+        /// (`dst.len() == src.len() / BYTES * ELEMS`), rounding each value as it is decoded.
+        #[multiversion::multiversion(targets(
+            "x86_64+avx+avx2+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
+            "x86_64+popcnt+sse3+sse4.1+sse4.2+ssse3",
+        ))]
+        pub fn $name($src: &[u8], $dst: &mut [[u8; 2]]) {
+            $crate::formats::common::dequant_row!(@to_half $run, $to_half);
+            $body
+        }
+    };
+    (@to_half $run:ident, $to_half:ident) => {
+        let $to_half = |y: &[f32], o: &mut [[u8; 2]]| {
+            multiversion::target::match_target! {
+                "x86_64+avx512f" => $crate::formats::common::$run::avx512(y, o),
+                "x86_64+avx+f16c" => $crate::formats::common::$run::f16c(y, o),
+                _ => $crate::formats::common::$run::soft(y, o),
+            }
+        };
     };
 }
 pub(crate) use dequant_row;

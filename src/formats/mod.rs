@@ -96,6 +96,11 @@ pub struct FormatSpec {
     /// CPU reference decoder: whole blocks of `src` into `dst`, where
     /// `dst.len() == src.len() / bytes * elems`.
     pub dequant_row: fn(&[u8], &mut [f32]),
+    /// The same decode into little-endian f16 bits, each value rounded as it is decoded
+    /// (bit-identical to rounding `dequant_row`'s output with `half`).
+    pub dequant_row_f16: fn(&[u8], &mut [[u8; 2]]),
+    /// The same decode into little-endian bf16 bits, likewise.
+    pub dequant_row_bf16: fn(&[u8], &mut [[u8; 2]]),
     /// The format's WGSL shader, or `None` when it is decoded on the CPU only.
     pub gpu: Option<GpuSpec>,
 }
@@ -228,6 +233,8 @@ macro_rules! define_formats {
                         bytes: $family::$stem::BYTES,
                         fields: $family::$stem::FIELDS,
                         dequant_row: $family::$stem::dequant_row,
+                        dequant_row_f16: $family::$stem::dequant_row_f16,
+                        dequant_row_bf16: $family::$stem::dequant_row_bf16,
                         gpu: gpu_spec!($stem, $kind $(($($facts)*))?),
                     } },)*
                 }
