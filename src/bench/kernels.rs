@@ -381,6 +381,21 @@ pub fn matmul_traffic(shape: WeightShape, weight_bytes: u64, batch: u32, tile: (
         + 4 * shape.n * batch
 }
 
+/// `y = weight · x` over whole buffers, `batch` columns.
+fn whole_job<'a>(
+    weight: &'a ResidentTensor,
+    x: &'a wgpu::Buffer,
+    y: &'a wgpu::Buffer,
+    batch: u32,
+) -> MulMatJob<'a> {
+    MulMatJob {
+        weight,
+        x: Operand::whole(x),
+        y: Operand::whole(y),
+        batch,
+    }
+}
+
 /// Up to `want` buffers of `bytes` each (at least one), at most [`OUTPUT_POOL`] bytes together.
 fn output_pool(adapter: &BenchAdapter, bytes: u64, want: u64) -> Result<Vec<wgpu::Buffer>> {
     let bytes = bytes.next_multiple_of(16).max(16);
@@ -519,12 +534,7 @@ impl KernelRun<'_> {
                         let timed = self.time_calls(calls, |encoder, i| {
                             engine.record_matvec(
                                 encoder,
-                                &MulMatJob {
-                                    weight: &weights[i],
-                                    x: Operand::whole(&x),
-                                    y: Operand::whole(&ys[i % ys.len()]),
-                                    batch,
-                                },
+                                &whole_job(&weights[i], &x, &ys[i % ys.len()], batch),
                             )
                         })?;
                         let unfused = if format == Format::F16 {
@@ -539,12 +549,7 @@ impl KernelRun<'_> {
                                 self.time_calls(copies.len(), |encoder, i| {
                                     engine.record_matvec(
                                         encoder,
-                                        &MulMatJob {
-                                            weight: &copies[i],
-                                            x: Operand::whole(&x),
-                                            y: Operand::whole(&ys[i % ys.len()]),
-                                            batch,
-                                        },
+                                        &whole_job(&copies[i], &x, &ys[i % ys.len()], batch),
                                     )
                                 })?;
                             Some(Unfused {
@@ -581,12 +586,7 @@ impl KernelRun<'_> {
                     let timed = self.time_calls(calls, |encoder, i| {
                         engine.record_matmul(
                             encoder,
-                            &MulMatJob {
-                                weight: &weights[i],
-                                x: Operand::whole(&x),
-                                y: Operand::whole(&ys[i % ys.len()]),
-                                batch,
-                            },
+                            &whole_job(&weights[i], &x, &ys[i % ys.len()], batch),
                         )
                     })?;
                     let flops = 2 * shape.values() * batch as u64;

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::value::{Value, ValueType};
+use super::value::ValueType;
 use super::Header;
 
 /// The key holding a shard's 0-based position in its set.
@@ -137,18 +137,7 @@ fn integer(header: &Header, key: &'static str, max: u64) -> Result<Option<u64>, 
     let Some(v) = header.get(key) else {
         return Ok(None);
     };
-    let n = match *v {
-        Value::U8(x) => Some(u64::from(x)),
-        Value::U16(x) => Some(u64::from(x)),
-        Value::U32(x) => Some(u64::from(x)),
-        Value::U64(x) => Some(x),
-        Value::I8(x) => u64::try_from(x).ok(),
-        Value::I16(x) => u64::try_from(x).ok(),
-        Value::I32(x) => u64::try_from(x).ok(),
-        Value::I64(x) => u64::try_from(x).ok(),
-        _ => None,
-    };
-    match n.filter(|&n| n <= max) {
+    match v.as_u64().filter(|&n| n <= max) {
         Some(n) => Ok(Some(n)),
         None => Err(SplitError::KeyType {
             key,

@@ -72,6 +72,14 @@ fn multi_loader(engines: Vec<GpuEngine>) -> MultiLoader {
     MultiLoader::new(loaders).unwrap()
 }
 
+/// The test model in a new temporary directory (kept while the `TempDir` lives) and a
+/// [`MultiLoader`] over `engines`.
+fn model_on(engines: Vec<GpuEngine>) -> (tempfile::TempDir, GgufFile, MultiLoader) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_model(&dir);
+    (dir, file, multi_loader(engines))
+}
+
 fn assert_all_free(multi: &MultiLoader, when: &str) {
     for (d, l) in multi.loaders().iter().enumerate() {
         assert_eq!(l.stats(), ServiceStats::default(), "device {d} {when}");
@@ -171,9 +179,7 @@ fn matvec_per_device(file: &GgufFile, model: &MultiModel, tensor: &str) {
 fn one_model_over_every_adapter() {
     on_every_adapter("multi::one_model_over_every_adapter", |engines| {
         let n = engines.len();
-        let dir = tempfile::tempdir().unwrap();
-        let file = write_model(&dir);
-        let multi = multi_loader(engines);
+        let (_dir, file, multi) = model_on(engines);
         // Equal shares by layer count: layer l on device floor(l n / 6); input first, output last.
         let even = Placement::even(n);
         let model = multi
@@ -270,9 +276,7 @@ fn budgets_that_do_not_fit_allocate_nothing() {
         "multi::budgets_that_do_not_fit_allocate_nothing",
         |engines| {
             let n = engines.len();
-            let dir = tempfile::tempdir().unwrap();
-            let file = write_model(&dir);
-            let multi = multi_loader(engines);
+            let (_dir, file, multi) = model_on(engines);
             let f32 = Residency::Dequantised(DType::F32);
             // token_embd alone is 1536 values, 6144 bytes as f32.
             match multi.load(
@@ -349,9 +353,7 @@ fn budget_exhausted_on_the_last_device_frees_every_device() {
         "multi::budget_exhausted_on_the_last_device_frees_every_device",
         |engines| {
             let n = engines.len();
-            let dir = tempfile::tempdir().unwrap();
-            let file = write_model(&dir);
-            let multi = multi_loader(engines);
+            let (_dir, file, multi) = model_on(engines);
             let even = Placement::even(n);
             let residency = Residency::Dequantised(DType::F32);
             let shares = even.assign(&file, &Selection::All, residency).unwrap();
@@ -388,9 +390,7 @@ fn device_lost_during_a_load_frees_every_device() {
         "multi::device_lost_during_a_load_frees_every_device",
         |engines| {
             let n = engines.len();
-            let dir = tempfile::tempdir().unwrap();
-            let file = write_model(&dir);
-            let mut multi = multi_loader(engines);
+            let (_dir, file, mut multi) = model_on(engines);
             let even = Placement::even(n);
             let residency = Residency::Dequantised(DType::F32);
             // Device 1 streams its share in small chunks and is destroyed after the first.

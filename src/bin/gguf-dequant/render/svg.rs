@@ -168,11 +168,10 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
                 .filter(|&t| t > 0.0)
                 .map(|t| r.weight_bytes as f64 / t / 1e9)
         };
-        let (mut y_min, mut y_max) = (f64::INFINITY, 0f64);
-        for s in &gpu_series {
-            for key in &keys {
-                let Some(r) = row(s, key) else { continue };
-                let v = match op {
+        let (y_min, y_max) = log_range(gpu_series.iter().flat_map(|s| {
+            keys.iter()
+                .filter_map(|key| row(s, key))
+                .flat_map(|r| match op {
                     KernelOp::MatMul => vec![r.gflops],
                     _ => vec![
                         r.gb_per_s,
@@ -180,21 +179,8 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
                         r.shader_copy_gb_per_s,
                         unfused(r),
                     ],
-                };
-                for v in v
-                    .into_iter()
-                    .flatten()
-                    .filter(|v| v.is_finite() && *v > 0.0)
-                {
-                    y_min = y_min.min(v);
-                    y_max = y_max.max(v);
-                }
-            }
-        }
-        if y_max <= 0.0 {
-            (y_min, y_max) = (0.1, 1.0);
-        }
-        let (y_min, y_max) = (y_min / 2.0, y_max * 2.0);
+                })
+        }));
         let caption = match op {
             KernelOp::MatVec => {
                 "matvec: GB/s of weights read, log scale; dashed: buffer copy, solid: shader \
@@ -280,28 +266,15 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
     for (panel, &dtype) in panels.iter().zip(&dtypes) {
         // Log scale: on a software adapter the buffer copy runs ~50x faster than any shader,
         // and a linear axis would flatten every bar.
-        let (mut y_min, mut y_max) = (f64::INFINITY, 0f64);
-        for s in &series {
-            for r in s.rows.iter().filter(|r| r.dtype == dtype) {
-                let v = if s.cpu {
+        let (y_min, y_max) = log_range(series.iter().flat_map(|s| {
+            s.rows.iter().filter(|r| r.dtype == dtype).flat_map(|r| {
+                if s.cpu {
                     vec![r.cpu_mt_gb_per_s]
                 } else {
                     vec![r.gb_per_s, r.copy_gb_per_s, r.shader_copy_gb_per_s]
-                };
-                for v in v
-                    .into_iter()
-                    .flatten()
-                    .filter(|v| v.is_finite() && *v > 0.0)
-                {
-                    y_min = y_min.min(v);
-                    y_max = y_max.max(v);
                 }
-            }
-        }
-        if y_max <= 0.0 {
-            (y_min, y_max) = (0.1, 1.0);
-        }
-        let (y_min, y_max) = (y_min / 2.0, y_max * 2.0);
+            })
+        }));
         let mut chart = ChartBuilder::on(panel)
             .caption(
                 format!(
@@ -391,4 +364,18 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
     }
     root.present()?;
     Ok(())
+}
+
+/// The y range of a log-scale panel: the finite positive `values`, widened by 2× each way
+/// (0.05 to 2 when there are none).
+fn log_range(values: impl Iterator<Item = Option<f64>>) -> (f64, f64) {
+    let (mut y_min, mut y_max) = (f64::INFINITY, 0f64);
+    for v in values.flatten().filter(|v| v.is_finite() && *v > 0.0) {
+        y_min = y_min.min(v);
+        y_max = y_max.max(v);
+    }
+    if y_max <= 0.0 {
+        (y_min, y_max) = (0.1, 1.0);
+    }
+    (y_min / 2.0, y_max * 2.0)
 }
