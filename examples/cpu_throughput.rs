@@ -3,36 +3,51 @@
 //! ```text
 //! cpu_throughput gen FORMAT N_VALUES SEED FILE   # write random blocks (scales finite)
 //! cpu_throughput run FORMAT FILE [OUT]           # time 1 thread and all threads; OUT = f32 LE output
+//! cpu_throughput align FORMAT FILE               # 1 thread, f32 output at each 16-byte offset
 //! ```
 //! `run` prints one line: `FORMAT values gbps_1t gbps_all f16_1t bf16_1t f16_all bf16_all`: GB/s
 //! of f32 output on one thread and on all threads, then f16 and bf16 output (one thread, all
 //! threads) in values per second as a fraction of the f32 figure of the same thread count; each
-//! the best of several runs.
+//! the best of several calls over rounds that time the six variants in turn.
+//!
+//! `align` prints `FORMAT gbps@0 gbps@16 gbps@32 gbps@48`: one thread's f32 output with the
+//! destination that many bytes past a 64-byte boundary (glibc places large buffers at 16), timed
+//! in turn the same way, to show what stores that cross cache lines cost on this CPU.
 
 use std::time::{Duration, Instant};
 
 use gguf_dequant::{cpu, DType, Format};
 
-/// Best seconds per call of `f`, over at least `MIN_REPS` calls and `MIN_TIME`.
-fn best_time(mut f: impl FnMut()) -> f64 {
+/// Rounds of [`best_times`]: the variants are timed in turn, each round, so that all of them see
+/// the same load on a shared machine.
+const ROUNDS: usize = 3;
+
+/// Best seconds per call of each of `fs`: in each of [`ROUNDS`] rounds every variant runs for at
+/// least `MIN_REPS` calls and `MIN_TIME`, in turn; the best call over all rounds is kept.
+fn best_times(fs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
     const MIN_REPS: usize = 5;
-    const MIN_TIME: Duration = Duration::from_millis(500);
-    f();
-    let start = Instant::now();
-    let mut best = f64::INFINITY;
-    let mut reps = 0;
-    while reps < MIN_REPS || start.elapsed() < MIN_TIME {
-        let t = Instant::now();
-        f();
-        best = best.min(t.elapsed().as_secs_f64());
-        reps += 1;
+    const MIN_TIME: Duration = Duration::from_millis(200);
+    let mut best = vec![f64::INFINITY; fs.len()];
+    for _ in 0..ROUNDS {
+        for (f, best) in fs.iter_mut().zip(best.iter_mut()) {
+            f();
+            let start = Instant::now();
+            let mut reps = 0;
+            while reps < MIN_REPS || start.elapsed() < MIN_TIME {
+                let t = Instant::now();
+                f();
+                *best = best.min(t.elapsed().as_secs_f64());
+                reps += 1;
+            }
+        }
     }
     best
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: cpu_throughput gen FORMAT N_VALUES SEED FILE | run FORMAT FILE [OUT]";
+    let usage = "usage: cpu_throughput gen FORMAT N_VALUES SEED FILE | run FORMAT FILE [OUT] \
+                 | align FORMAT FILE";
     let format = |s: &String| Format::from_name(s).ok_or(format!("unknown format {s}"));
     match args.first().map(String::as_str) {
         Some("gen") if args.len() == 5 => {
@@ -50,23 +65,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let n = f
                 .values_for(src.len())
                 .ok_or("not a whole number of blocks")?;
-            let mut dst = vec![0.0f32; n];
             let gb = (n * 4) as f64 / 1e9;
-            let one = best_time(|| cpu::dequant_into(f, &src, &mut dst).expect("sizes"));
-            let all = best_time(|| cpu::dequant_into_with(f, &src, &mut dst, None).expect("sizes"));
-            let mut half = vec![0u8; n * 2];
-            let mut half_time = |dtype: DType, threads: Option<usize>| {
-                best_time(|| {
-                    cpu::dequant_to_bytes_with(f, &src, dtype, &mut half, threads).expect("sizes")
-                })
+            // Each variant its own output, so that the closures can be timed in turn.
+            let src = &src[..];
+            let f32_rows = |threads| {
+                let mut dst = vec![0.0f32; n];
+                move || cpu::dequant_into_with(f, src, &mut dst, threads).expect("sizes")
             };
-            let (f16_1, bf16_1) = (
-                half_time(DType::F16, Some(1)),
-                half_time(DType::BF16, Some(1)),
-            );
-            let (f16_all, bf16_all) = (half_time(DType::F16, None), half_time(DType::BF16, None));
+            let half_rows = |dtype, threads| {
+                let mut half = vec![0u8; n * 2];
+                move || {
+                    cpu::dequant_to_bytes_with(f, src, dtype, &mut half, threads).expect("sizes")
+                }
+            };
+            let t = best_times(&mut [
+                &mut f32_rows(Some(1)),
+                &mut f32_rows(None),
+                &mut half_rows(DType::F16, Some(1)),
+                &mut half_rows(DType::BF16, Some(1)),
+                &mut half_rows(DType::F16, None),
+                &mut half_rows(DType::BF16, None),
+            ]);
+            let (one, all, f16_1, bf16_1, f16_all, bf16_all) = (t[0], t[1], t[2], t[3], t[4], t[5]);
             if let Some(out) = args.get(3) {
-                cpu::dequant_into(f, &src, &mut dst)?;
+                let mut dst = vec![0.0f32; n];
+                cpu::dequant_into(f, src, &mut dst)?;
                 let bytes: Vec<u8> = dst.iter().flat_map(|v| v.to_le_bytes()).collect();
                 std::fs::write(out, bytes)?;
             }
@@ -81,6 +104,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 all / f16_all,
                 all / bf16_all
             );
+        }
+        Some("align") if args.len() == 3 => {
+            let f = format(&args[1])?;
+            let src = std::fs::read(&args[2])?;
+            let n = f
+                .values_for(src.len())
+                .ok_or("not a whole number of blocks")?;
+            let src = &src[..];
+            const LINE: usize = 64;
+            let at_offset = |offset: usize| {
+                let mut buf = vec![0.0f32; n + LINE / 4];
+                let skip = (0..LINE / 4)
+                    .find(|i| (buf.as_ptr() as usize + 4 * i) % LINE == offset)
+                    .expect("an f32 buffer is 4-byte aligned");
+                move || cpu::dequant_into(f, src, &mut buf[skip..skip + n]).expect("sizes")
+            };
+            let t = best_times(&mut [
+                &mut at_offset(0),
+                &mut at_offset(16),
+                &mut at_offset(32),
+                &mut at_offset(48),
+            ]);
+            let gb = (n * 4) as f64 / 1e9;
+            let rates: Vec<String> = t.iter().map(|t| format!("{:.3}", gb / t)).collect();
+            println!("{} {}", f.name(), rates.join(" "));
         }
         _ => return Err(usage.into()),
     }

@@ -7,7 +7,8 @@ Run with the project venv's python (it has the `libggml` package, which ships li
 For each type: `cpu_throughput gen` writes random blocks (scale fields finite and normal); ggml's
 `ggml_get_type_traits(type)->to_float` decodes them on one thread; `cpu_throughput run` times ours on
 one thread and on all threads and writes its f32 output, which is compared bit for bit with ggml's
-(NaN equals NaN). Every figure is the best of at least 5 calls and 0.5 s, in each of 3 rounds that
+(NaN equals NaN). ggml's figure is the best of at least 5 calls and 0.5 s, ours the best of
+`cpu_throughput run`'s own rounds (its six variants timed in turn), in each of 3 rounds that
 alternate ours and ggml's, best round kept. Prints a markdown table; its last figure, the all-threads
 run's memory traffic (quantised bytes read + f32 bytes written per second), shows which types are
 bound by the machine's bandwidth rather than by the decoder. The f16 and bf16 columns time the same

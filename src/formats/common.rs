@@ -169,28 +169,85 @@ pub fn dequant_blocks<const BYTES: usize, const ELEMS: usize>(
     }
 }
 
-/// Values an element-wise body decodes at a time for the half-precision rows: a run small enough to
+/// Values the half-precision rows decode at a time before rounding them: a run small enough to
 /// stay in registers and L1, a multiple of every block size.
 pub const HALF_RUN: usize = 256;
 
-/// [`dequant_blocks`] for the half-precision rows: each block decoded into a local array and
-/// rounded into `dst` straight away by `to_half`.
+/// [`dequant_blocks`] for the half-precision rows: `per_call` blocks at a time (1 to
+/// `HALF_RUN / ELEMS`) decoded into a local array and rounded into `dst` by `to_half` straight
+/// away. One block per call suits a rounding inlined into the row; where the rounding is an
+/// out-of-line call, [`HALF_RUN`] values per call spread its cost (NVFP4's 64-value blocks).
 #[inline(always)]
 pub fn half_blocks<const BYTES: usize, const ELEMS: usize>(
     src: &[u8],
     dst: &mut [[u8; 2]],
+    per_call: usize,
     block: impl Fn(&[u8; BYTES], &mut [f32; ELEMS]),
+    to_half: impl Fn(&[f32], &mut [[u8; 2]]),
+) {
+    let per_call = per_call.clamp(1, HALF_RUN / ELEMS);
+    let (blocks, _) = src.as_chunks::<BYTES>();
+    let (outs, _) = dst.as_chunks_mut::<ELEMS>();
+    let mut y = [0.0f32; HALF_RUN];
+    let (y, _) = y.as_chunks_mut::<ELEMS>();
+    for (blocks, outs) in blocks.chunks(per_call).zip(outs.chunks_mut(per_call)) {
+        for (b, y) in blocks.iter().zip(y.iter_mut()) {
+            // As in `dequant_blocks`: vectorise within a block, not across blocks.
+            std::hint::black_box(());
+            block(b, y);
+        }
+        let n = blocks.len();
+        to_half(y[..n].as_flattened(), outs.as_flattened_mut());
+    }
+}
+
+/// Blocks per rounding call of [`half_by_code`].
+const CODE_GROUP: usize = 16;
+
+/// The half-precision rows of a format whose block takes at most `K` distinct values, one per code
+/// (TQ1_0's `-d, 0 * d, d`; Q1_0's `-d, d`). `values` gives a block's `K` values as its f32 row
+/// computes them; `to_half` rounds them for a group of blocks at a time; `select` writes each
+/// element's rounded bits by its code (with [`pick`]). No per-value arithmetic or rounding, and
+/// every output is the rounding of the f32 row's value.
+#[inline(always)]
+pub fn half_by_code<const BYTES: usize, const ELEMS: usize, const K: usize>(
+    src: &[u8],
+    dst: &mut [[u8; 2]],
+    values: impl Fn(&[u8; BYTES]) -> [f32; K],
+    select: impl Fn(&[u8; BYTES], &[u16; K], &mut [u16; ELEMS]),
     to_half: impl Fn(&[f32], &mut [[u8; 2]]),
 ) {
     let (blocks, _) = src.as_chunks::<BYTES>();
     let (outs, _) = dst.as_chunks_mut::<ELEMS>();
-    for (b, o) in blocks.iter().zip(outs.iter_mut()) {
-        // As in `dequant_blocks`: vectorise within a block, not across blocks.
-        std::hint::black_box(());
-        let mut y = [0.0f32; ELEMS];
-        block(b, &mut y);
-        to_half(&y, o);
+    let mut bits = [0u16; ELEMS];
+    for (blocks, outs) in blocks.chunks(CODE_GROUP).zip(outs.chunks_mut(CODE_GROUP)) {
+        let mut vals = [[0.0f32; K]; CODE_GROUP];
+        for (v, b) in vals.iter_mut().zip(blocks) {
+            *v = values(b);
+        }
+        let mut halves = [[[0u8; 2]; K]; CODE_GROUP];
+        let n = blocks.len();
+        to_half(vals[..n].as_flattened(), halves[..n].as_flattened_mut());
+        for ((b, o), h) in blocks.iter().zip(outs.iter_mut()).zip(&halves) {
+            // As in `dequant_blocks`: vectorise within a block, not across blocks.
+            std::hint::black_box(());
+            select(b, &h.map(u16::from_le_bytes), &mut bits);
+            for (o, v) in o.iter_mut().zip(bits) {
+                *o = v.to_le_bytes();
+            }
+        }
     }
+}
+
+/// `h[code]`, by masks rather than an index or branches (the codes are random): compares and ands
+/// that vectorise. 0 for a code past `K`.
+#[inline(always)]
+pub fn pick<const K: usize>(code: u8, h: &[u16; K]) -> u16 {
+    let mut v = 0;
+    for (k, h) in h.iter().enumerate() {
+        v |= h & 0u16.wrapping_sub((code as usize == k) as u16);
+    }
+    v
 }
 
 /// The half-precision rows of an element-wise body: runs of [`HALF_RUN`] values decoded by
@@ -233,11 +290,28 @@ pub(crate) mod f16_run {
         use std::arch::x86_64::{__m256, _mm256_cvtps_ph, _MM_FROUND_TO_NEAREST_INT};
         let (v8, v_rest) = y.as_chunks::<8>();
         let (o8, o_rest) = o.as_chunks_mut::<8>();
+        let cvt = |v: [f32; 8]| -> [[u8; 2]; 8] {
+            let x: __m256 = bytemuck::cast(v);
+            bytemuck::cast(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
+        };
         for (v, o) in v8.iter().zip(o8.iter_mut()) {
-            let x: __m256 = bytemuck::cast(*v);
-            *o = bytemuck::cast(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
+            *o = cvt(*v);
         }
-        soft(v_rest, o_rest);
+        if !v_rest.is_empty() {
+            let mut v = [0.0; 8];
+            v[..v_rest.len()].copy_from_slice(v_rest);
+            o_rest.copy_from_slice(&cvt(v)[..o_rest.len()]);
+        }
+    }
+
+    /// The widest of the three the CPU has, picked at run time: an out-of-line call.
+    #[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx+f16c"))]
+    pub fn widest(y: &[f32], o: &mut [[u8; 2]]) {
+        multiversion::target::match_target! {
+            "x86_64+avx512f" => avx512(y, o),
+            "x86_64+avx+f16c" => f16c(y, o),
+            _ => soft(y, o),
+        }
     }
 
     /// 16 values per AVX-512 `vcvtps2ph`.
@@ -248,11 +322,18 @@ pub(crate) mod f16_run {
         use std::arch::x86_64::{__m512, _mm512_cvtps_ph, _MM_FROUND_TO_NEAREST_INT};
         let (v16, v_rest) = y.as_chunks::<16>();
         let (o16, o_rest) = o.as_chunks_mut::<16>();
+        let cvt = |v: [f32; 16]| -> [[u8; 2]; 16] {
+            let x: __m512 = bytemuck::cast(v);
+            bytemuck::cast(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
+        };
         for (v, o) in v16.iter().zip(o16.iter_mut()) {
-            let x: __m512 = bytemuck::cast(*v);
-            *o = bytemuck::cast(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
+            *o = cvt(*v);
         }
-        soft(v_rest, o_rest);
+        if !v_rest.is_empty() {
+            let mut v = [0.0; 16];
+            v[..v_rest.len()].copy_from_slice(v_rest);
+            o_rest.copy_from_slice(&cvt(v)[..o_rest.len()]);
+        }
     }
 }
 
@@ -286,6 +367,12 @@ pub(crate) mod bf16_run {
     pub fn avx512(y: &[f32], o: &mut [[u8; 2]]) {
         soft(y, o)
     }
+
+    /// [`soft`], at the widest the CPU has.
+    #[multiversion::multiversion(targets("x86_64+avx512f+avx512bw", "x86_64+avx2"))]
+    pub fn widest(y: &[f32], o: &mut [[u8; 2]]) {
+        soft(y, o)
+    }
 }
 
 /// Defines a codec's row decoders, each compiled once per x86-64 level with the best one the CPU
@@ -298,7 +385,9 @@ pub(crate) mod bf16_run {
 ///   rounds) and stored little-endian as soon as they are decoded, with no f32 pass over memory
 ///   in between; v4 (AVX-512: `vcvtps2ph` 16 values at a time), v3 (F16C, 8 at a time), v2 and
 ///   the baseline. `half_rows = avx2` leaves out the v4 clone, for the formats whose decoder
-///   LLVM vectorises worse at 512 bits (the codec says which, with the figures).
+///   LLVM vectorises worse at 512 bits (the codec says which, with the figures); their v3 clone
+///   rounds through `widest` (an out-of-line call: AVX-512 where the CPU has it), each call
+///   [`HALF_RUN`] values long.
 ///
 /// Every version performs the same IEEE operations in the same order (Rust never fuses a multiply
 /// and an add), so the output is bit-identical on every CPU; only the width of the vector
@@ -307,7 +396,11 @@ pub(crate) mod bf16_run {
 /// `dequant_row!(dequant_block)` (or `dequant_row!(dequant_block, half_rows = avx2)`) runs the
 /// format's block decoder over every whole block; `dequant_row!(|src, dst| { ... })` (or
 /// `dequant_row!(half_rows = avx2, |src, dst| { ... })`) gives an element-wise body (the half
-/// rows run it on runs of [`HALF_RUN`] values).
+/// rows run it on runs of [`HALF_RUN`] values); `dequant_row!(|src, dst| { ... }, half = |src,
+/// dst, to_half| { ... })` (or with `half_rows = avx2, ` first), and `dequant_row!(dequant_block,
+/// half = |src, dst, to_half| { ... })` (or with `half_rows = avx2, ` before `half`), also give
+/// the half rows' body, which rounds with `to_half(&[f32], &mut [[u8; 2]])` (the f16 or the bf16
+/// rounding).
 macro_rules! dequant_row {
     ($block:ident) => {
         $crate::formats::common::dequant_row!(@blocks $block, wide);
@@ -321,6 +414,31 @@ macro_rules! dequant_row {
     (half_rows = avx2, |$src:ident, $dst:ident| $body:block) => {
         $crate::formats::common::dequant_row!(@runs avx2, |$src, $dst| $body);
     };
+    (|$src:ident, $dst:ident| $body:block, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+        $crate::formats::common::dequant_row!(@own wide, |$src, $dst| $body, |$hsrc, $hdst, $to_half| $hbody);
+    };
+    (half_rows = avx2, |$src:ident, $dst:ident| $body:block, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+        $crate::formats::common::dequant_row!(@own avx2, |$src, $dst| $body, |$hsrc, $hdst, $to_half| $hbody);
+    };
+    ($block:ident, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+        $crate::formats::common::dequant_row!(
+            @own wide,
+            |src, dst| { $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y)) },
+            |$hsrc, $hdst, $to_half| $hbody
+        );
+    };
+    ($block:ident, half_rows = avx2, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+        $crate::formats::common::dequant_row!(
+            @own avx2,
+            |src, dst| { $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y)) },
+            |$hsrc, $hdst, $to_half| $hbody
+        );
+    };
+    (@own $levels:ident, |$src:ident, $dst:ident| $body:block, |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+        $crate::formats::common::dequant_row!(@f32 |$src, $dst| $body);
+        $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |$hsrc, $hdst, $to_half| $hbody);
+        $crate::formats::common::dequant_row!(@half $levels, dequant_row_bf16, bf16_run, |$hsrc, $hdst, $to_half| $hbody);
+    };
     (@blocks $block:ident, $levels:ident) => {
         // A closure, not the fn item itself: each clone then gets its own closure, which LLVM
         // inlines; a fn item would go through one `Fn::call` shim shared by all clones, called
@@ -329,10 +447,10 @@ macro_rules! dequant_row {
             $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y))
         });
         $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |src, dst, to_half| {
-            $crate::formats::common::half_blocks(src, dst, |b, y| $block(b, y), to_half)
+            $crate::formats::common::half_blocks(src, dst, $crate::formats::common::dequant_row!(@per_call $levels), |b, y| $block(b, y), to_half)
         });
         $crate::formats::common::dequant_row!(@half $levels, dequant_row_bf16, bf16_run, |src, dst, to_half| {
-            $crate::formats::common::half_blocks(src, dst, |b, y| $block(b, y), to_half)
+            $crate::formats::common::half_blocks(src, dst, $crate::formats::common::dequant_row!(@per_call $levels), |b, y| $block(b, y), to_half)
         });
     };
     (@runs $levels:ident, |$src:ident, $dst:ident| $body:block) => {
@@ -383,9 +501,15 @@ macro_rules! dequant_row {
             "x86_64+popcnt+sse3+sse4.1+sse4.2+ssse3",
         ))]
         pub fn $name($src: &[u8], $dst: &mut [[u8; 2]]) {
-            $crate::formats::common::dequant_row!(@to_half $run, $to_half);
+            let $to_half = |y: &[f32], o: &mut [[u8; 2]]| $crate::formats::common::$run::widest(y, o);
             $body
         }
+    };
+    (@per_call wide) => {
+        1
+    };
+    (@per_call avx2) => {
+        $crate::formats::common::HALF_RUN / ELEMS
     };
     (@to_half $run:ident, $to_half:ident) => {
         let $to_half = |y: &[f32], o: &mut [[u8; 2]]| {

@@ -19,9 +19,9 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     y[0] = f64::from_le_bytes(*b) as f32;
 }
 
-// The half-precision rows without the AVX-512 clone, whose decode LLVM vectorises worse here:
-// f16/bf16 values per second over f32's on one thread 0.58/0.82 with it, 1.00/0.91 without (AMD EPYC
-// Zen 5, scripts/bench_vs_ggml.py).
+// The half-precision rows without the AVX-512 clone of the decode, which LLVM vectorises worse here
+// (the rounding still runs at the CPU's widest, out of line): f16/bf16 values per second over f32's
+// on one thread 0.62/0.63 with it, 1.08/1.02 without (AMD EPYC Zen 5, examples/cpu_throughput).
 dequant_row!(half_rows = avx2, |src, dst| {
     let (blocks, _) = src.as_chunks::<BYTES>();
     for (b, y) in blocks.iter().zip(dst.iter_mut()) {

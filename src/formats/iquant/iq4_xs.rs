@@ -47,7 +47,7 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-// The half-precision rows without the AVX-512 clone, whose decode LLVM vectorises worse here:
-// f16/bf16 values per second over f32's on one thread 0.32/0.30 with it, 0.76/0.65 without (AMD EPYC
-// Zen 5, scripts/bench_vs_ggml.py).
+// The half-precision rows without the AVX-512 clone of the decode, which LLVM vectorises worse here
+// (the rounding still runs at the CPU's widest, out of line): f16/bf16 values per second over f32's
+// on one thread 0.31/0.29 with it, 0.92/0.90 without (AMD EPYC Zen 5, examples/cpu_throughput).
 dequant_row!(dequant_block, half_rows = avx2);

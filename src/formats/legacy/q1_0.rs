@@ -1,6 +1,6 @@
 //! Q1_0 (ggml id 41): 128 values in 18 bytes. Spec: formats.md §4.27. GPU twin: shaders/formats/q1_0.wgsl
 
-use crate::formats::common::{dequant_row, f16_le};
+use crate::formats::common::{dequant_row, f16_le, half_by_code};
 use crate::formats::field::{self, Field};
 
 /// Elements per block.
@@ -17,14 +17,34 @@ const PER_BYTE: usize = 8;
 pub const FIELDS: &[Field] = &[Field::f16("d", D), Field::bytes("qs", QS, ELEMS / PER_BYTE)];
 const _: () = assert!(field::tiles(FIELDS, BYTES));
 
+/// Maps each element's bit to an output by `out`.
+#[inline(always)]
+fn decode<T>(b: &[u8; BYTES], y: &mut [T; ELEMS], out: impl Fn(u8) -> T) {
+    for (j, y) in y.iter_mut().enumerate() {
+        *y = out((b[QS + j / PER_BYTE] >> (j % PER_BYTE)) & 1);
+    }
+}
+
 /// Decodes one block: `y[j] = bit(j) ? d : -d`.
 #[inline(always)]
 pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     let d = f16_le(b, D);
-    for j in 0..ELEMS {
-        let bit = (b[QS + j / PER_BYTE] >> (j % PER_BYTE)) & 1;
-        y[j] = if bit != 0 { d } else { -d };
-    }
+    decode(b, y, |bit| if bit != 0 { d } else { -d });
 }
 
-dequant_row!(dequant_block);
+// A block has two values, `-d` and `d`: the half rows round those and select one per bit (f16/bf16
+// values per second over f32's on one thread: 1.27/0.76 rounding every value; AMD EPYC Zen 5,
+// examples/cpu_throughput).
+dequant_row!(
+    dequant_block,
+    half = |src, dst, to_half| {
+        let values = |b: &[u8; BYTES]| [-f16_le(b, D), f16_le(b, D)];
+        half_by_code(
+            src,
+            dst,
+            values,
+            |b, h, bits| decode(b, bits, |bit| if bit != 0 { h[1] } else { h[0] }),
+            to_half,
+        )
+    }
+);

@@ -1,6 +1,6 @@
 //! TQ1_0 (ggml id 34): 256 values in 54 bytes. Spec: formats.md §4.23. GPU twin: shaders/formats/tq1_0.wgsl
 
-use crate::formats::common::{dequant_row, f16_le};
+use crate::formats::common::{dequant_row, f16_le, half_by_code, pick};
 use crate::formats::field::{self, Field};
 
 /// Elements per block.
@@ -36,38 +36,62 @@ const WIDE: usize = 32;
 /// `qs` bytes in the second (16-wide) pass.
 const NARROW: usize = QS_LEN - WIDE;
 
-/// Digit `n` of a packed byte, as a value: `(((byte * 3^n) mod 256) * 3 >> 8) - 1`, times `d`.
+/// Digit `n` of a packed byte, a trit code in 0..3: `((byte * 3^n) mod 256) * 3 >> 8`.
 #[inline(always)]
-fn trit(byte: u8, n: usize, d: f32) -> f32 {
+fn trit(byte: u8, n: usize) -> u8 {
     let q = byte.wrapping_mul(POW3[n]) as u16;
-    let t = ((q * 3) >> 8) as i32;
-    (t - 1) as f32 * d
+    ((q * 3) >> 8) as u8
+}
+
+/// The value of trit code `t`: `(t - 1) * d`.
+#[inline(always)]
+fn trit_value(t: u8, d: f32) -> f32 {
+    (t as i32 - 1) as f32 * d
+}
+
+/// Maps each trit code of a block, in value order, to an output by `out`.
+#[inline(always)]
+fn decode<T>(b: &[u8; BYTES], y: &mut [T; ELEMS], out: impl Fn(u8) -> T) {
+    for n in 0..QS_TRITS {
+        for m in 0..WIDE {
+            y[WIDE * n + m] = out(trit(b[QS + m], n));
+        }
+    }
+    let base = WIDE * QS_TRITS;
+    for n in 0..QS_TRITS {
+        for m in 0..NARROW {
+            y[base + NARROW * n + m] = out(trit(b[QS + WIDE + m], n));
+        }
+    }
+    let base = base + NARROW * QS_TRITS;
+    for n in 0..QH_TRITS {
+        for m in 0..QH_LEN {
+            y[base + QH_LEN * n + m] = out(trit(b[QH + m], n));
+        }
+    }
 }
 
 /// Decodes one block.
 #[inline(always)]
 pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     let d = f16_le(b, D);
-    for n in 0..QS_TRITS {
-        for m in 0..WIDE {
-            y[WIDE * n + m] = trit(b[QS + m], n, d);
-        }
-    }
-    let base = WIDE * QS_TRITS;
-    for n in 0..QS_TRITS {
-        for m in 0..NARROW {
-            y[base + NARROW * n + m] = trit(b[QS + WIDE + m], n, d);
-        }
-    }
-    let base = base + NARROW * QS_TRITS;
-    for n in 0..QH_TRITS {
-        for m in 0..QH_LEN {
-            y[base + QH_LEN * n + m] = trit(b[QH + m], n, d);
-        }
-    }
+    decode(b, y, |t| trit_value(t, d));
 }
 
-// The half-precision rows without the AVX-512 clone, whose decode LLVM vectorises worse here:
-// f16/bf16 values per second over f32's on one thread 0.46/0.40 with it, 0.77/0.45 without (AMD EPYC
-// Zen 5, scripts/bench_vs_ggml.py).
-dequant_row!(dequant_block, half_rows = avx2);
+// A block has three values, `-d`, `0 * d` and `d`: the half rows round those and select one per
+// trit (f16/bf16 values per second over f32's on one thread: 0.78/0.67 rounding every value; AMD
+// EPYC Zen 5, examples/cpu_throughput).
+dequant_row!(
+    dequant_block,
+    half_rows = avx2,
+    half = |src, dst, to_half| {
+        let values = |b: &[u8; BYTES]| [0, 1, 2].map(|t| trit_value(t, f16_le(b, D)));
+        half_by_code(
+            src,
+            dst,
+            values,
+            |b, h, bits| decode(b, bits, |t| pick(t, h)),
+            to_half,
+        )
+    }
+);
