@@ -379,7 +379,8 @@ pub(crate) mod bf16_run {
 /// has picked at the first call (`multiversion`, runtime detection):
 ///
 /// * `pub fn dequant_row(src: &[u8], dst: &mut [f32])`: v3 (AVX2, FMA, F16C), v2 (SSE4.2) and the
-///   baseline;
+///   baseline, and v4 (AVX-512) first with a leading `f32_rows = avx512,`, for the formats whose
+///   decoder LLVM vectorises better at 512 bits (the codec says which, with the figures);
 /// * `pub fn dequant_row_f16(src: &[u8], dst: &mut [[u8; 2]])` and `dequant_row_bf16`: the same
 ///   decode with each block's values rounded to f16 / bf16 (to nearest, ties to even, as `half`
 ///   rounds) and stored little-endian as soon as they are decoded, with no f32 pass over memory
@@ -402,48 +403,48 @@ pub(crate) mod bf16_run {
 /// the half rows' body, which rounds with `to_half(&[f32], &mut [[u8; 2]])` (the f16 or the bf16
 /// rounding).
 macro_rules! dequant_row {
-    ($block:ident) => {
-        $crate::formats::common::dequant_row!(@blocks $block, wide);
+    (@entry $f32:ident; $block:ident) => {
+        $crate::formats::common::dequant_row!(@blocks $f32, $block, wide);
     };
-    ($block:ident, half_rows = avx2) => {
-        $crate::formats::common::dequant_row!(@blocks $block, avx2);
+    (@entry $f32:ident; $block:ident, half_rows = avx2) => {
+        $crate::formats::common::dequant_row!(@blocks $f32, $block, avx2);
     };
-    (|$src:ident, $dst:ident| $body:block) => {
-        $crate::formats::common::dequant_row!(@runs wide, |$src, $dst| $body);
+    (@entry $f32:ident; |$src:ident, $dst:ident| $body:block) => {
+        $crate::formats::common::dequant_row!(@runs $f32, wide, |$src, $dst| $body);
     };
-    (half_rows = avx2, |$src:ident, $dst:ident| $body:block) => {
-        $crate::formats::common::dequant_row!(@runs avx2, |$src, $dst| $body);
+    (@entry $f32:ident; half_rows = avx2, |$src:ident, $dst:ident| $body:block) => {
+        $crate::formats::common::dequant_row!(@runs $f32, avx2, |$src, $dst| $body);
     };
-    (|$src:ident, $dst:ident| $body:block, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
-        $crate::formats::common::dequant_row!(@own wide, |$src, $dst| $body, |$hsrc, $hdst, $to_half| $hbody);
+    (@entry $f32:ident; |$src:ident, $dst:ident| $body:block, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+        $crate::formats::common::dequant_row!(@own $f32, wide, |$src, $dst| $body, |$hsrc, $hdst, $to_half| $hbody);
     };
-    (half_rows = avx2, |$src:ident, $dst:ident| $body:block, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
-        $crate::formats::common::dequant_row!(@own avx2, |$src, $dst| $body, |$hsrc, $hdst, $to_half| $hbody);
+    (@entry $f32:ident; half_rows = avx2, |$src:ident, $dst:ident| $body:block, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+        $crate::formats::common::dequant_row!(@own $f32, avx2, |$src, $dst| $body, |$hsrc, $hdst, $to_half| $hbody);
     };
-    ($block:ident, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+    (@entry $f32:ident; $block:ident, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
         $crate::formats::common::dequant_row!(
-            @own wide,
+            @own $f32, wide,
             |src, dst| { $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y)) },
             |$hsrc, $hdst, $to_half| $hbody
         );
     };
-    ($block:ident, half_rows = avx2, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+    (@entry $f32:ident; $block:ident, half_rows = avx2, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
         $crate::formats::common::dequant_row!(
-            @own avx2,
+            @own $f32, avx2,
             |src, dst| { $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y)) },
             |$hsrc, $hdst, $to_half| $hbody
         );
     };
-    (@own $levels:ident, |$src:ident, $dst:ident| $body:block, |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
-        $crate::formats::common::dequant_row!(@f32 |$src, $dst| $body);
+    (@own $f32:ident, $levels:ident, |$src:ident, $dst:ident| $body:block, |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+        $crate::formats::common::dequant_row!(@f32 $f32, |$src, $dst| $body);
         $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |$hsrc, $hdst, $to_half| $hbody);
         $crate::formats::common::dequant_row!(@half $levels, dequant_row_bf16, bf16_run, |$hsrc, $hdst, $to_half| $hbody);
     };
-    (@blocks $block:ident, $levels:ident) => {
+    (@blocks $f32:ident, $block:ident, $levels:ident) => {
         // A closure, not the fn item itself: each clone then gets its own closure, which LLVM
         // inlines; a fn item would go through one `Fn::call` shim shared by all clones, called
         // out of line per block.
-        $crate::formats::common::dequant_row!(@f32 |src, dst| {
+        $crate::formats::common::dequant_row!(@f32 $f32, |src, dst| {
             $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y))
         });
         $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |src, dst, to_half| {
@@ -453,8 +454,8 @@ macro_rules! dequant_row {
             $crate::formats::common::half_blocks(src, dst, $crate::formats::common::dequant_row!(@per_call $levels), |b, y| $block(b, y), to_half)
         });
     };
-    (@runs $levels:ident, |$src:ident, $dst:ident| $body:block) => {
-        $crate::formats::common::dequant_row!(@f32 |$src, $dst| $body);
+    (@runs $f32:ident, $levels:ident, |$src:ident, $dst:ident| $body:block) => {
+        $crate::formats::common::dequant_row!(@f32 $f32, |$src, $dst| $body);
         $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |src, dst, to_half| {
             $crate::formats::common::half_runs::<BYTES, ELEMS>(
                 src,
@@ -472,7 +473,16 @@ macro_rules! dequant_row {
             )
         });
     };
-    (@f32 |$src:ident, $dst:ident| $body:block) => {
+    (@f32 wide, |$src:ident, $dst:ident| $body:block) => {
+        /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
+        #[multiversion::multiversion(targets(
+            "x86_64+avx+avx2+avx512f+avx512bw+avx512vl+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
+            "x86_64+avx+avx2+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
+            "x86_64+popcnt+sse3+sse4.1+sse4.2+ssse3",
+        ))]
+        pub fn dequant_row($src: &[u8], $dst: &mut [f32]) $body
+    };
+    (@f32 avx2, |$src:ident, $dst:ident| $body:block) => {
         /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`).
         #[multiversion::multiversion(targets(
             "x86_64+avx+avx2+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
@@ -519,6 +529,12 @@ macro_rules! dequant_row {
                 _ => $crate::formats::common::$run::soft(y, o),
             }
         };
+    };
+    (f32_rows = avx512, $($rest:tt)*) => {
+        $crate::formats::common::dequant_row!(@entry wide; $($rest)*);
+    };
+    ($($rest:tt)*) => {
+        $crate::formats::common::dequant_row!(@entry avx2; $($rest)*);
     };
 }
 pub(crate) use dequant_row;

@@ -63,4 +63,7 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     group::<1, 3>(b, y, d, dmin);
 }
 
-dequant_row!(dequant_block);
+// The f32 row with the AVX-512 clone, which LLVM vectorises better for this decoder: f32 GB/s on
+// one thread 44.32 without it, 53.19 with; on all threads 89.08 and 105.75 (AMD EPYC Zen 5,
+// examples/cpu_throughput).
+dequant_row!(f32_rows = avx512, dequant_block);

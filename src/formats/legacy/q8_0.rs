@@ -24,4 +24,6 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
+// The f32 row without the AVX-512 clone: f32 GB/s on one thread 65.82 without it, 59.38 with; on
+// all threads 132.03 and 98.75 (AMD EPYC Zen 5, examples/cpu_throughput).
 dequant_row!(dequant_block);
