@@ -201,19 +201,19 @@ impl MultiLoader {
             .enumerate()
             .map(|(d, (m, l))| DeviceReport::new(d, l, m.as_ref()))
             .collect::<Vec<_>>();
+        // A sum over the devices that loaded anything.
+        let loads = |field: fn(&LoadReport) -> u64| -> u64 {
+            devices
+                .iter()
+                .filter_map(|d| d.load.as_ref())
+                .map(field)
+                .sum()
+        };
         let report = MultiReport {
             tensors: devices.iter().map(|d| d.tensors).sum(),
-            bytes_read: devices
-                .iter()
-                .filter_map(|d| d.load.as_ref())
-                .map(|r| r.bytes_read)
-                .sum(),
+            bytes_read: loads(|r| r.bytes_read),
             bytes_resident: devices.iter().map(|d| d.bytes_resident).sum(),
-            staging_bytes: devices
-                .iter()
-                .filter_map(|d| d.load.as_ref())
-                .map(|r| r.staging_bytes)
-                .sum(),
+            staging_bytes: loads(|r| r.staging_bytes),
             seconds: start.elapsed().as_secs_f64(),
             devices,
         };
