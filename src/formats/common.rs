@@ -282,26 +282,48 @@ pub(crate) mod f16_run {
         }
     }
 
+    /// `y` rounded into `o` by `cvt`, `N` values at a time; the last, partial vector is padded,
+    /// so that the whole stays small enough for LLVM to inline into every row.
+    #[inline(always)]
+    fn by_vectors<const N: usize>(
+        y: &[f32],
+        o: &mut [[u8; 2]],
+        cvt: impl Fn([f32; N]) -> [[u8; 2]; N],
+    ) {
+        let (vs, v_rest) = y.as_chunks::<N>();
+        let (os, o_rest) = o.as_chunks_mut::<N>();
+        for (v, o) in vs.iter().zip(os.iter_mut()) {
+            *o = cvt(*v);
+        }
+        if !v_rest.is_empty() {
+            let mut v = [0.0; N];
+            v[..v_rest.len()].copy_from_slice(v_rest);
+            o_rest.copy_from_slice(&cvt(v)[..o_rest.len()]);
+        }
+    }
+
     /// 8 values per F16C `vcvtps2ph`.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx,f16c")]
     #[inline]
     pub fn f16c(y: &[f32], o: &mut [[u8; 2]]) {
         use std::arch::x86_64::{__m256, _mm256_cvtps_ph, _MM_FROUND_TO_NEAREST_INT};
-        let (v8, v_rest) = y.as_chunks::<8>();
-        let (o8, o_rest) = o.as_chunks_mut::<8>();
-        let cvt = |v: [f32; 8]| -> [[u8; 2]; 8] {
+        by_vectors(y, o, |v: [f32; 8]| {
             let x: __m256 = bytemuck::cast(v);
             bytemuck::cast(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
-        };
-        for (v, o) in v8.iter().zip(o8.iter_mut()) {
-            *o = cvt(*v);
-        }
-        if !v_rest.is_empty() {
-            let mut v = [0.0; 8];
-            v[..v_rest.len()].copy_from_slice(v_rest);
-            o_rest.copy_from_slice(&cvt(v)[..o_rest.len()]);
-        }
+        });
+    }
+
+    /// 16 values per AVX-512 `vcvtps2ph`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub fn avx512(y: &[f32], o: &mut [[u8; 2]]) {
+        use std::arch::x86_64::{__m512, _mm512_cvtps_ph, _MM_FROUND_TO_NEAREST_INT};
+        by_vectors(y, o, |v: [f32; 16]| {
+            let x: __m512 = bytemuck::cast(v);
+            bytemuck::cast(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
+        });
     }
 
     /// The widest of the three the CPU has, picked at run time: an out-of-line call.
@@ -311,28 +333,6 @@ pub(crate) mod f16_run {
             "x86_64+avx512f" => avx512(y, o),
             "x86_64+avx+f16c" => f16c(y, o),
             _ => soft(y, o),
-        }
-    }
-
-    /// 16 values per AVX-512 `vcvtps2ph`.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    pub fn avx512(y: &[f32], o: &mut [[u8; 2]]) {
-        use std::arch::x86_64::{__m512, _mm512_cvtps_ph, _MM_FROUND_TO_NEAREST_INT};
-        let (v16, v_rest) = y.as_chunks::<16>();
-        let (o16, o_rest) = o.as_chunks_mut::<16>();
-        let cvt = |v: [f32; 16]| -> [[u8; 2]; 16] {
-            let x: __m512 = bytemuck::cast(v);
-            bytemuck::cast(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
-        };
-        for (v, o) in v16.iter().zip(o16.iter_mut()) {
-            *o = cvt(*v);
-        }
-        if !v_rest.is_empty() {
-            let mut v = [0.0; 16];
-            v[..v_rest.len()].copy_from_slice(v_rest);
-            o_rest.copy_from_slice(&cvt(v)[..o_rest.len()]);
         }
     }
 }
@@ -394,43 +394,24 @@ pub(crate) mod bf16_run {
 /// and an add), so the output is bit-identical on every CPU; only the width of the vector
 /// instructions differs.
 ///
-/// `dequant_row!(dequant_block)` (or `dequant_row!(dequant_block, half_rows = avx2)`) runs the
-/// format's block decoder over every whole block; `dequant_row!(|src, dst| { ... })` (or
-/// `dequant_row!(half_rows = avx2, |src, dst| { ... })`) gives an element-wise body (the half
-/// rows run it on runs of [`HALF_RUN`] values); `dequant_row!(|src, dst| { ... }, half = |src,
-/// dst, to_half| { ... })` (or with `half_rows = avx2, ` first), and `dequant_row!(dequant_block,
-/// half = |src, dst, to_half| { ... })` (or with `half_rows = avx2, ` before `half`), also give
-/// the half rows' body, which rounds with `to_half(&[f32], &mut [[u8; 2]])` (the f16 or the bf16
-/// rounding).
+/// `dequant_row!(dequant_block)` runs the format's block decoder over every whole block;
+/// `dequant_row!(|src, dst| { ... })` gives an element-wise body (the half rows run it on runs of
+/// [`HALF_RUN`] values). Either may be followed by `, half = |src, dst, to_half| { ... }`, the half
+/// rows' own body, which rounds with `to_half(&[f32], &mut [[u8; 2]])` (the f16 or the bf16
+/// rounding). The options come first, in this order: `f32_rows = avx512, ` and `half_rows = avx2, `.
 macro_rules! dequant_row {
-    (@entry $f32:ident; $block:ident) => {
-        $crate::formats::common::dequant_row!(@blocks $f32, $block, wide);
+    (@entry $f32:ident, $half:ident; $block:ident) => {
+        $crate::formats::common::dequant_row!(@blocks $f32, $block, $half);
     };
-    (@entry $f32:ident; $block:ident, half_rows = avx2) => {
-        $crate::formats::common::dequant_row!(@blocks $f32, $block, avx2);
+    (@entry $f32:ident, $half:ident; |$src:ident, $dst:ident| $body:block) => {
+        $crate::formats::common::dequant_row!(@runs $f32, $half, |$src, $dst| $body);
     };
-    (@entry $f32:ident; |$src:ident, $dst:ident| $body:block) => {
-        $crate::formats::common::dequant_row!(@runs $f32, wide, |$src, $dst| $body);
+    (@entry $f32:ident, $half:ident; |$src:ident, $dst:ident| $body:block, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+        $crate::formats::common::dequant_row!(@own $f32, $half, |$src, $dst| $body, |$hsrc, $hdst, $to_half| $hbody);
     };
-    (@entry $f32:ident; half_rows = avx2, |$src:ident, $dst:ident| $body:block) => {
-        $crate::formats::common::dequant_row!(@runs $f32, avx2, |$src, $dst| $body);
-    };
-    (@entry $f32:ident; |$src:ident, $dst:ident| $body:block, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
-        $crate::formats::common::dequant_row!(@own $f32, wide, |$src, $dst| $body, |$hsrc, $hdst, $to_half| $hbody);
-    };
-    (@entry $f32:ident; half_rows = avx2, |$src:ident, $dst:ident| $body:block, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
-        $crate::formats::common::dequant_row!(@own $f32, avx2, |$src, $dst| $body, |$hsrc, $hdst, $to_half| $hbody);
-    };
-    (@entry $f32:ident; $block:ident, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+    (@entry $f32:ident, $half:ident; $block:ident, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
         $crate::formats::common::dequant_row!(
-            @own $f32, wide,
-            |src, dst| { $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y)) },
-            |$hsrc, $hdst, $to_half| $hbody
-        );
-    };
-    (@entry $f32:ident; $block:ident, half_rows = avx2, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
-        $crate::formats::common::dequant_row!(
-            @own $f32, avx2,
+            @own $f32, $half,
             |src, dst| { $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y)) },
             |$hsrc, $hdst, $to_half| $hbody
         );
@@ -530,11 +511,17 @@ macro_rules! dequant_row {
             }
         };
     };
+    (f32_rows = avx512, half_rows = avx2, $($rest:tt)*) => {
+        $crate::formats::common::dequant_row!(@entry wide, avx2; $($rest)*);
+    };
     (f32_rows = avx512, $($rest:tt)*) => {
-        $crate::formats::common::dequant_row!(@entry wide; $($rest)*);
+        $crate::formats::common::dequant_row!(@entry wide, wide; $($rest)*);
+    };
+    (half_rows = avx2, $($rest:tt)*) => {
+        $crate::formats::common::dequant_row!(@entry avx2, avx2; $($rest)*);
     };
     ($($rest:tt)*) => {
-        $crate::formats::common::dequant_row!(@entry avx2; $($rest)*);
+        $crate::formats::common::dequant_row!(@entry avx2, wide; $($rest)*);
     };
 }
 pub(crate) use dequant_row;

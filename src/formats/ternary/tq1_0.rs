@@ -82,8 +82,8 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
 // trit (f16/bf16 values per second over f32's on one thread: 0.78/0.67 rounding every value; AMD
 // EPYC Zen 5, examples/cpu_throughput).
 dequant_row!(
-    dequant_block,
     half_rows = avx2,
+    dequant_block,
     half = |src, dst, to_half| {
         let values = |b: &[u8; BYTES]| [0, 1, 2].map(|t| trit_value(t, f16_le(b, D)));
         half_by_code(
