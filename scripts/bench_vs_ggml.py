@@ -2,7 +2,7 @@
 """Compare our CPU codecs with ggml's own `to_float`: speed, and bit-exactness on the same bytes.
 
 Run with the project venv's python (it has the `libggml` package, which ships libggml-base.so):
-    /root/.cache/gguf-dequant/venv/bin/python scripts/bench_vs_ggml.py [TYPE ...]
+    ~/.cache/gguf-dequant/venv/bin/python scripts/bench_vs_ggml.py [TYPE ...]
 
 For each type: `cpu_throughput gen` writes random blocks (scale fields finite and normal); ggml's
 `ggml_get_type_traits(type)->to_float` decodes them on one thread; `cpu_throughput run` times ours on

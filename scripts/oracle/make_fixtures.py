@@ -8,7 +8,8 @@ the type:
   * "ggml"     ggml's compiled C (libggml-python's libggml-base.so): type_traits.to_float, plus the
                exported dequantize_row_q8_K for Q8_K;
   * "gguf-py"  gguf.quants.dequantize of PyPI gguf 0.19.0;
-  * "rule:*"   an independent numpy rule written from /work/shared/spec/formats.md, for the types
+  * "rule:*"   an independent numpy rule written from the format spec (the decode rules in
+               src/formats/*/*.rs cite it), for the types
                neither of the above decodes (and as a cross-check where they do).
 Blocks whose reference decode is not finite are re-drawn, so random fixtures hold only finite values.
 Exhaustive "edge" fixtures (all f16 / bf16 codes, every E8M0 exponent, every UE4M3 code, ...) keep

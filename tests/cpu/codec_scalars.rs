@@ -98,10 +98,7 @@ fn every_e8m0_exponent_in_mxfp4() {
 
 #[test]
 fn every_ue4m3_code_in_nvfp4_matches_ggml_lut() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/spec/tables.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {} ({e})", path.display()));
-    let t: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let t = crate::support::spec_tables();
     let lut: Vec<f32> = t["_derived"]["ue4m3_half_to_f32"]
         .as_array()
         .expect("_derived.ue4m3_half_to_f32")

@@ -1,17 +1,10 @@
-//! The generated `src/formats/tables.rs` equals the spec's `tables.json`, entry for entry.
+//! The generated `src/formats/tables.rs` equals `spec/tables.json` (the spec's tables), entry for entry.
 
 use gguf_dequant::formats::tables::*;
 use serde_json::Value;
 
 fn tables_json() -> Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/spec/tables.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read the spec's tables.json at {} ({e}); it lives in shared/spec/ beside the repo",
-            path.display()
-        )
-    });
-    serde_json::from_str(&text).expect("tables.json is valid JSON")
+    crate::support::spec_tables()
 }
 
 /// The JSON array `key` as exact integers (u64 grids stay exact: serde_json keeps u64).

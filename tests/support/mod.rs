@@ -11,6 +11,7 @@
 //!
 //!   When a variable or file is missing, the helpers panic under `CI=true` (no silent skips in CI)
 //!   and otherwise print a loud `SKIPPED` line and return `None`.
+//! * [`spec_tables`]: the spec's lookup tables, `spec/tables.json` in the repository.
 //! * [`rng`]: the one PRNG of the tests (splitmix64) and random blocks with finite scales.
 //! * [`codec`]: the CPU codecs as the tests call them, and bit-for-bit comparison of outputs.
 //! * [`gguf`]: files built with the library's `GgufWriter`, and [`gguf::Raw`] for malformed ones.
@@ -34,6 +35,15 @@ pub const MODEL_FILES: &[&str] = &[
     "SmolLM2-135M-Instruct.Q4_1.gguf",
     "gemma-3-270m-q4_k_m.gguf",
 ];
+
+/// The spec's lookup tables (`spec/tables.json`, copied verbatim from the format spec: ggml's
+/// `ggml-common.h` tables as data), parsed.
+pub fn spec_tables() -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("spec/tables.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {} ({e})", path.display()));
+    serde_json::from_str(&text).expect("spec/tables.json is valid JSON")
+}
 
 /// Whether this run is CI (`CI=true` or `CI=1`): missing test data or adapters are then errors.
 pub fn is_ci() -> bool {
