@@ -291,4 +291,11 @@ pub enum GpuError {
     /// a shape, batch, id or buffer of an inference kernel (`gpu::kernels`).
     #[error("invalid GPU job: {0}")]
     InvalidJob(String),
+    /// An engine option outside what the engine takes (`EngineOptions`).
+    #[error("invalid engine option: {0}")]
+    InvalidOption(String),
+    /// An internal invariant of the engine did not hold: a bug in gguf-dequant, never the
+    /// caller's input. Please report it with the message.
+    #[error("internal error (a bug in gguf-dequant): {0}")]
+    Invariant(String),
 }

@@ -2,7 +2,7 @@
 // after the weight's decode module with its output packer (out_f32, or out_f16 / out_bf16 with
 // store_pairs, all prefixed `w_`) and rows.wgsl. CPU twin: ops::get_rows.
 //
-// Thread mapping: 64 invocations per workgroup, 8 consecutive output values per invocation (flat
+// Thread mapping: WG = 64 invocations per workgroup, VALUES = 8 consecutive output values per invocation (flat
 // index over ids x K, so each invocation owns its output words). When K is a multiple of 8 the 8
 // values are one chunk of one row, decoded once; otherwise (one-value formats only) value by value.
 // A dispatch binds one run of rows; invocations whose row lies elsewhere write nothing.
@@ -20,8 +20,11 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<vec4<u32>>;
-@group(0) @binding(3) var<uniform> params: Params;
-@group(0) @binding(5) var<storage, read> ids: array<u32>;
+@group(0) @binding(3) var<storage, read> ids: array<u32>;
+@group(1) @binding(0) var<uniform> params: Params;
+
+const WG: u32 = 64u;     // invocations per workgroup
+const VALUES: u32 = 8u;  // output values per invocation
 
 const NAN_BITS: u32 = 0x7FC00000u;
 
@@ -38,12 +41,12 @@ fn value_at(o: u32, keep: u32) -> u32 {
     return w_dequant8(base + (o % params.k) * w_BLOCK_BYTES, 0u)[0].x;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn get_rows(
     @builtin(global_invocation_id) gid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let first = 8u * (gid.y * nwg.x * 64u + gid.x);
+    let first = VALUES * (gid.y * nwg.x * WG + gid.x);
     if (first >= params.n_out) {
         return;
     }

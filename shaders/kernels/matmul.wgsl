@@ -23,8 +23,9 @@ struct Params {
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<uniform> params: Params;
+@group(1) @binding(0) var<uniform> params: Params;
 
+const WG: u32 = 64u;
 const TN: u32 = 32u;
 const TB: u32 = 32u;
 const TK: u32 = 32u;
@@ -32,7 +33,7 @@ const TK: u32 = 32u;
 var<workgroup> wt: array<vec4<f32>, 256>; // TN rows x TK values: wt[r * 8 + k / 4]
 var<workgroup> xt: array<vec4<f32>, 256>; // TB columns x TK values: xt[b * 8 + k / 4]
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn matmul(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,

@@ -1,7 +1,8 @@
-// Matrix-vector products on raw blocks: y = W x for B (1..8) columns, and ggml's MUL_MAT_ID
-// (expert-indexed rows). Composed after the weight's decode module and rows.wgsl, with three
-// constants prepended by src/gpu/kernels.rs: B (columns), T (invocations per row: 1 on CPU
-// adapters, 64 on GPUs) and XV (x read as vec4: K a multiple of 4 and x 16-byte aligned).
+// Matrix-vector products on raw blocks: y = W x for B (1..8, or 16) columns, and ggml's
+// MUL_MAT_ID (expert-indexed rows). Composed by src/gpu/kernels/compose.rs after two prepended
+// constants, B (columns) and T (invocations per row: 1 on CPU adapters, 64 on GPUs), the
+// weight's decode module, rows.wgsl and the x reader (x_scalar.wgsl, or x_vec4.wgsl when K is a
+// multiple of 4 and x 16-byte aligned).
 // CPU twin: ops::mul_mat / ops::mul_mat_id (f64).
 //
 // Thread mapping: a workgroup of WG = 64 invocations computes R = WG / T rows. The T invocations
@@ -32,14 +33,12 @@ struct Params {
     x_per_slot: u32, // matvec_id: 1 when x has one row per (token, slot), 0 for one per token
     pair_first: u32, // matvec_id: the (token, slot) pair of wid.z = 0
     ids_skip: u32,   // matvec_id: index in `ids` of that pair
-    _pad0: u32,
-    _pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<uniform> params: Params;
+@group(1) @binding(0) var<uniform> params: Params;
 const WG: u32 = 64u;
 const R: u32 = WG / T;
 
@@ -145,7 +144,7 @@ fn matvec(
     }
 }
 
-@group(0) @binding(5) var<storage, read> ids: array<u32>;
+@group(0) @binding(3) var<storage, read> ids: array<u32>;
 
 @compute @workgroup_size(WG)
 fn matvec_id(

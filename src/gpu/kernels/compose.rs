@@ -1,0 +1,234 @@
+//! WGSL assembly of the kernels: a variant's constants, the weight format's decode module
+//! (prefix `w_`, blocks in `w`, grids in `grids`), the row helpers, the x reader and the kernel
+//! file. Pure strings: no wgpu, so every variant is validated where no adapter exists.
+
+use super::{binding, Op, MATMUL_CPU_COLUMNS, MATVEC_MAX_BATCH};
+use crate::gpu::decode::{decode_prefixed, DecodeNames};
+use crate::{DType, Format, Result};
+
+/// The invocations per matvec row the engine can use (`EngineOptions::matvec_threads_per_row`):
+/// the powers of two up to the workgroup.
+pub const MATVEC_THREADS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// One compiled kernel: the op, the weight's format and the variant. Fields an op does not use
+/// hold their defaults (columns and threads 1, scalar x, f32 out), so equal kernels have equal
+/// keys; build keys with the constructors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelKey {
+    /// The kernel.
+    pub op: Op,
+    /// The weight's format (one with a shader).
+    pub format: Format,
+    /// matvec: columns per dispatch (1 to [`MATVEC_MAX_BATCH`], or [`MATMUL_CPU_COLUMNS`]).
+    pub columns: u32,
+    /// matvec, matvec_id: invocations per row (one of [`MATVEC_THREADS`]).
+    pub threads: u32,
+    /// matvec, matvec_id: x read four values per load (K a multiple of 4, x 16-byte aligned).
+    pub vec_x: bool,
+    /// get_rows: the output dtype.
+    pub dtype: DType,
+}
+
+impl KernelKey {
+    const fn base(op: Op, format: Format) -> KernelKey {
+        KernelKey {
+            op,
+            format,
+            columns: 1,
+            threads: 1,
+            vec_x: false,
+            dtype: DType::F32,
+        }
+    }
+
+    /// get_rows of `format` into `dtype`.
+    pub const fn get_rows(format: Format, dtype: DType) -> KernelKey {
+        KernelKey {
+            dtype,
+            ..KernelKey::base(Op::GetRows, format)
+        }
+    }
+
+    /// matvec of `columns` columns, `threads` invocations per row.
+    pub const fn matvec(format: Format, columns: u32, threads: u32, vec_x: bool) -> KernelKey {
+        KernelKey {
+            columns,
+            threads,
+            vec_x,
+            ..KernelKey::base(Op::MatVec, format)
+        }
+    }
+
+    /// The tiled matmul.
+    pub const fn matmul(format: Format) -> KernelKey {
+        KernelKey::base(Op::MatMul, format)
+    }
+
+    /// matvec_id, `threads` invocations per row.
+    pub const fn matvec_id(format: Format, threads: u32, vec_x: bool) -> KernelKey {
+        KernelKey {
+            threads,
+            vec_x,
+            ..KernelKey::base(Op::MatVecId, format)
+        }
+    }
+
+    /// Every kernel the engine can compile: each op for each format with a shader, over every
+    /// variant (columns 1..=8 and [`MATMUL_CPU_COLUMNS`], every entry of [`MATVEC_THREADS`],
+    /// scalar and vec4 x, the three output dtypes).
+    pub fn all() -> Vec<KernelKey> {
+        let columns = (1..=MATVEC_MAX_BATCH).chain([MATMUL_CPU_COLUMNS]);
+        let mut out = Vec::new();
+        for &format in crate::formats::WITH_SHADER {
+            for &op in Op::ALL {
+                match op {
+                    Op::GetRows => out.extend(DType::ALL.map(|d| KernelKey::get_rows(format, d))),
+                    Op::MatMul => out.push(KernelKey::matmul(format)),
+                    Op::MatVec => {
+                        for c in columns.clone() {
+                            for t in MATVEC_THREADS {
+                                for v in [false, true] {
+                                    out.push(KernelKey::matvec(format, c, t, v));
+                                }
+                            }
+                        }
+                    }
+                    Op::MatVecId => {
+                        for t in MATVEC_THREADS {
+                            for v in [false, true] {
+                                out.push(KernelKey::matvec_id(format, t, v));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The group-0 bindings this variant declares: its op's, less the grids for a format
+    /// without them and the vec4 view of x for scalar x.
+    pub fn bindings(&self) -> impl Iterator<Item = u32> + '_ {
+        self.op.bindings().iter().copied().filter(|&b| {
+            (b != binding::GRIDS || self.format.binds_grids()) && (b != binding::XV || self.vec_x)
+        })
+    }
+
+    /// The compute entry point.
+    pub fn entry_point(&self) -> &'static str {
+        self.op.name()
+    }
+}
+
+macro_rules! kernel_file {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/shaders/kernels/",
+            $name,
+            ".wgsl"
+        ))
+    };
+}
+
+macro_rules! lib_file {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/shaders/lib/",
+            $name,
+            ".wgsl"
+        ))
+    };
+}
+
+/// The WGSL of `key`: the variant's constants (`B` columns, `T` invocations per row), the grids
+/// binding where the format reads it, the format's decode module (with its output packer for
+/// get_rows), `rows.wgsl`, the x reader of the matvec kernels and the kernel file. Errors: a
+/// format without a shader.
+pub fn kernel_source(key: &KernelKey) -> Result<String> {
+    let packer = match (key.op, key.dtype) {
+        (Op::GetRows, DType::F32) => lib_file!("out_f32"),
+        (Op::GetRows, DType::F16) => concat!(lib_file!("out_f16"), lib_file!("store_pairs")),
+        (Op::GetRows, DType::BF16) => concat!(lib_file!("out_bf16"), lib_file!("store_pairs")),
+        _ => "",
+    };
+    let names = DecodeNames {
+        prefix: "w_",
+        blocks: "w",
+        grids: "grids",
+    };
+    let module = decode_prefixed(key.format, packer, &names)?;
+    let header = match key.op {
+        Op::MatVec | Op::MatVecId => {
+            format!(
+                "const B: u32 = {}u;\nconst T: u32 = {}u;\n",
+                key.columns, key.threads
+            )
+        }
+        Op::GetRows | Op::MatMul => String::new(),
+    };
+    let grids = if key.format.binds_grids() {
+        format!(
+            "@group({}) @binding({}) var<storage, read> grids: array<u32>;\n",
+            binding::STORAGE_GROUP,
+            binding::GRIDS
+        )
+    } else {
+        String::new()
+    };
+    let x8 = match (key.op, key.vec_x) {
+        (Op::MatVec | Op::MatVecId, true) => kernel_file!("x_vec4"),
+        (Op::MatVec | Op::MatVecId, false) => kernel_file!("x_scalar"),
+        _ => "",
+    };
+    Ok(format!(
+        "{header}{grids}{module}\n{}\n{x8}\n{}",
+        kernel_file!("rows"),
+        key.op.wgsl()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_cover_every_variant_once() {
+        let all = KernelKey::all();
+        let per_format =
+            DType::ALL.len() + 1 + 9 * MATVEC_THREADS.len() * 2 + MATVEC_THREADS.len() * 2;
+        assert_eq!(all.len(), crate::formats::WITH_SHADER.len() * per_format);
+        let unique: std::collections::HashSet<_> = all.iter().collect();
+        assert_eq!(unique.len(), all.len());
+    }
+
+    #[test]
+    fn bindings_follow_the_variant() {
+        let b = |k: KernelKey| k.bindings().collect::<Vec<_>>();
+        use binding::*;
+        assert_eq!(b(KernelKey::matvec(Format::Q4_0, 1, 1, false)), [W, X, Y]);
+        assert_eq!(
+            b(KernelKey::matvec(Format::IQ2_XXS, 1, 1, true)),
+            [W, X, Y, GRIDS, XV]
+        );
+        assert_eq!(
+            b(KernelKey::get_rows(Format::Q4_K, DType::F16)),
+            [W, Y, IDS]
+        );
+        assert_eq!(
+            b(KernelKey::matvec_id(Format::IQ1_S, 64, false)),
+            [W, X, Y, IDS, GRIDS]
+        );
+    }
+
+    #[test]
+    fn sources_carry_the_variant() {
+        let s = kernel_source(&KernelKey::matvec(Format::Q4_0, 3, 16, true)).unwrap();
+        assert!(s.starts_with("const B: u32 = 3u;\nconst T: u32 = 16u;\n"));
+        assert!(s.contains("fn matvec(") && s.contains("var<storage, read> xv"));
+        let s = kernel_source(&KernelKey::get_rows(Format::IQ2_XXS, DType::BF16)).unwrap();
+        assert!(s.contains("var<storage, read> grids") && s.contains("fn get_rows("));
+        assert!(kernel_source(&KernelKey::matmul(Format::I8)).is_err());
+    }
+}

@@ -1,0 +1,253 @@
+//! Inference kernels on raw resident blocks: row gather (`get_rows`), matrix-vector products for
+//! 1 to 8 columns (`matvec`), tiled matrix-matrix products for any number of columns (`matmul`)
+//! and ggml's expert-indexed `MUL_MAT_ID` (`matvec_id`), for every format with a shader, on
+//! adapters without `shader-f16` or subgroups.
+//!
+//! Orientation as in ggml: a weight with dims `[K, N]` is `N` rows of `K` values; `y = W x` is
+//! `y[n] = Σ_k W[n, k] x[k]`. Inputs are f32, row-major `[batch, K]`; outputs `[batch, N]` f32
+//! (`get_rows`: `[ids, K]` in f32, f16 or bf16). Each kernel decodes the weight with the format's
+//! own `dequant8` ([`super::decode`]), so every weight value is bit-exact with the CPU codec, and
+//! sums in f32.
+//!
+//! **Accuracy contract:** per output element, `|y − y_ref| ≤ K · 2⁻²³ · Σ_k |W[n,k] x[k]| + K · 2⁻¹²⁵`
+//! against the f64 reference of [`crate::ops`] (the worst case of f32 summation in any order, and
+//! subnormal results flushed to zero, which WGSL allows; see [`crate::ops::Sums::bound`]).
+//! NaN and infinity propagate; results repeat bit for bit from run to run on one adapter.
+//!
+//! # The registry
+//!
+//! One line per kernel in [`for_each_kernel!`]: its [`Op`], name, WGSL file, [`params`] struct,
+//! bindings, the inputs it takes ([`Inputs`]) and a summary. [`Op`], its names (the command
+//! line's `apply --op`, `verify --op` and `bench --kernels` values) and the bench's rows are
+//! expanded from it; adding a weight kernel is one line there, one file in `shaders/kernels/`,
+//! its recording in `record.rs` and its CPU reference in [`crate::ops`].
+//!
+//! # The ABI, checked without a GPU
+//!
+//! * [`params`]: each kernel's uniform `Params` as a `#[repr(C)]` bytemuck struct.
+//! * [`binding`]: the binding numbers every kernel shader and bind-group layout use: the
+//!   storage buffers in group 0, the `Params` uniform in group 1 (bound with a dynamic offset
+//!   into the recording's one uniform buffer).
+//! * [`KernelKey`] and [`kernel_source`]: the composed WGSL of every variant the engine can
+//!   compile (format, columns, threads per row, vec4 x, output dtype); [`KernelKey::all`] lists
+//!   them.
+//!
+//! `tests/cpu/kernel_abi.rs` reads every kernel's WGSL through naga and checks its `Params`,
+//! bindings, workgroup size and shared constants against this module;
+//! `tests/cpu/kernel_shaders.rs` validates every variant under `Capabilities::empty()` and
+//! translates it to SPIR-V, MSL, HLSL and GLSL. Both build without wgpu.
+//!
+//! # Recording (feature `gpu`)
+//!
+//! A [`Recorder`] records kernels into a caller's compute pass and is kept from step to step:
+//! the parameters of a recording are packed into one uniform buffer (dynamic offsets), bind
+//! groups are cached per tensor part and operand buffer, layouts and pipelines are made once,
+//! so a warm step creates no wgpu object ([`RecorderStats`]). Engines' own kernels (a norm, a
+//! softmax) go through the same recorder ([`Program`], [`Recorder::dispatch`]). The one-line
+//! calls (`GpuEngine::matvec`, `matmul`, `get_rows`, `matvec_id`) and the `GpuEngine::record_*`
+//! methods are thin wrappers over a recorder of their own.
+//!
+//! Every kernel works on [`ResidentTensor`](super::loader::ResidentTensor)s, also split ones or
+//! ones larger than a storage binding (each dispatch binds one run of whole rows). A tensor the
+//! loader made resident dequantised (f32, f16, bf16) is multiplied as a weight of that format.
+//! Dims past the second are folded into rows (a `[K, N, E]` weight is `N · E` rows of `K`;
+//! ggml's `MUL_MAT` would instead broadcast E separate products), except in `matvec_id`, which
+//! reads them as experts.
+//!
+//! Out-of-range row and expert ids: the one-line calls refuse them with an error naming the id
+//! and its position; the recorded kernels, whose ids live in a GPU buffer, write NaN for them.
+
+use std::fmt;
+
+#[cfg(feature = "gpu")]
+mod api;
+mod compose;
+#[cfg(feature = "gpu")]
+mod layout;
+pub mod params;
+#[cfg(feature = "gpu")]
+mod plan;
+#[cfg(feature = "gpu")]
+mod record;
+
+#[cfg(feature = "gpu")]
+pub use api::{GetRowsJob, MatVecIdJob, MulMatJob, Operand};
+pub use compose::{kernel_source, KernelKey, MATVEC_THREADS};
+#[cfg(feature = "gpu")]
+pub use layout::{BindingKind, Program};
+#[cfg(feature = "gpu")]
+pub(crate) use layout::{KernelSet, Plan};
+#[cfg(feature = "gpu")]
+pub use record::{Recorder, RecorderStats};
+
+/// Columns one `matvec` dispatch takes at most.
+pub const MATVEC_MAX_BATCH: u32 = 8;
+/// Columns one matvec dispatch of `GpuEngine::record_matmul` takes on CPU adapters.
+pub const MATMUL_CPU_COLUMNS: u32 = 16;
+/// Rows and columns of one `matmul` workgroup's output tile (`TN`, `TB` in `matmul.wgsl`).
+pub const MATMUL_TILE: u32 = 32;
+/// Invocations per workgroup of every kernel (`WG` in `matvec.wgsl`, the `@workgroup_size` of
+/// the others).
+pub const WORKGROUP_SIZE: u32 = 64;
+/// Output values each `get_rows` invocation writes (`VALUES` in `get_rows.wgsl`).
+pub const GET_ROWS_VALUES: u32 = 8;
+
+/// The binding numbers of the kernel shaders and their bind-group layouts.
+pub mod binding {
+    /// Group of the storage buffers.
+    pub const STORAGE_GROUP: u32 = 0;
+    /// Group of the `Params` uniform.
+    pub const PARAMS_GROUP: u32 = 1;
+    /// `params: Params` in [`PARAMS_GROUP`], bound with a dynamic offset.
+    pub const PARAMS: u32 = 0;
+    /// `w: array<u32>`: the weight's raw blocks (one run of whole rows).
+    pub const W: u32 = 0;
+    /// `x: array<f32>`: the input columns.
+    pub const X: u32 = 1;
+    /// `y: array<f32>` (get_rows: `dst: array<vec4<u32>>`): the output (read-write).
+    pub const Y: u32 = 2;
+    /// `ids: array<u32>`: row or expert ids.
+    pub const IDS: u32 = 3;
+    /// `grids: array<u32>`: the i-quant grids of [`crate::gpu::tables`] (formats that read them).
+    pub const GRIDS: u32 = 4;
+    /// `xv: array<vec4<f32>>`: the x binding again, read four values per load (vec4 variants).
+    pub const XV: u32 = 5;
+}
+
+/// The inputs a kernel takes besides its weight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Inputs {
+    /// `batch × K` f32 columns.
+    X,
+    /// u32 row ids.
+    Ids,
+    /// `tokens × K` (or `tokens × slots × K`) f32 values and `tokens × slots` expert ids.
+    XIds,
+}
+
+/// The registry of kernels: one line each, `(Op variant, name, WGSL file stem under
+/// `shaders/kernels/`, params struct, group-0 bindings, inputs, summary)`. The entry point is
+/// the name. Every item that lists kernels is expanded from here.
+macro_rules! for_each_kernel {
+    ($m:ident) => {
+        $m! {
+            (GetRows, "get_rows", get_rows, GetRowsParams, [W, Y, IDS, GRIDS], Ids,
+             "rows of the weight by id (the embedding lookup), bit-exact, as f32, f16 or bf16"),
+            (MatVec, "matvec", matvec, MatVecParams, [W, X, Y, GRIDS, XV], X,
+             "Y = W X for 1 to 8 columns per dispatch (token generation)"),
+            (MatMul, "matmul", matmul, MatMulParams, [W, X, Y, GRIDS], X,
+             "Y = W X for any number of columns, tiled (prompt batches)"),
+            (MatVecId, "matvec_id", matvec, MatVecParams, [W, X, Y, IDS, GRIDS, XV], XIds,
+             "ggml's MUL_MAT_ID: per token and slot, the rows of the expert its id names"),
+        }
+    };
+}
+
+macro_rules! ops {
+    ($(($op:ident, $name:literal, $file:ident, $params:ident, [$($b:ident),*], $inputs:ident, $summary:literal)),* $(,)?) => {
+        /// A kernel of the registry ([`for_each_kernel!`]).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Op {
+            $(#[doc = $summary] $op,)*
+        }
+
+        impl Op {
+            /// Every kernel, in registry order.
+            pub const ALL: &'static [Op] = &[$(Op::$op),*];
+
+            /// The kernel's name: its entry point, and its value on the command line.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Op::$op => $name,)*
+                }
+            }
+
+            /// One line on what it computes.
+            pub const fn summary(self) -> &'static str {
+                match self {
+                    $(Op::$op => $summary,)*
+                }
+            }
+
+            /// The inputs it takes besides the weight.
+            pub const fn inputs(self) -> Inputs {
+                match self {
+                    $(Op::$op => Inputs::$inputs,)*
+                }
+            }
+
+            /// Its group-0 bindings (the weight, operands, the grids and the vec4 view of x where
+            /// it reads them), in binding order.
+            pub const fn bindings(self) -> &'static [u32] {
+                match self {
+                    $(Op::$op => &[$(binding::$b),*],)*
+                }
+            }
+
+            /// Its WGSL (`shaders/kernels/<file>.wgsl`), before composition.
+            pub const fn wgsl(self) -> &'static str {
+                match self {
+                    $(Op::$op => include_str!(concat!(
+                        env!("CARGO_MANIFEST_DIR"), "/shaders/kernels/", stringify!($file), ".wgsl"
+                    )),)*
+                }
+            }
+
+            /// The name of its WGSL file, `shaders/kernels/<stem>.wgsl`.
+            pub const fn wgsl_file(self) -> &'static str {
+                match self {
+                    $(Op::$op => concat!("shaders/kernels/", stringify!($file), ".wgsl"),)*
+                }
+            }
+
+            /// Its params struct's members (name, byte offset) and size.
+            pub fn params_layout(self) -> (&'static [(&'static str, usize)], usize) {
+                use params::KernelParams;
+                match self {
+                    $(Op::$op => (params::$params::FIELDS, std::mem::size_of::<params::$params>()),)*
+                }
+            }
+        }
+    };
+}
+for_each_kernel!(ops);
+
+impl Op {
+    /// The kernel named `name` (ASCII case ignored; `-` for `_`).
+    pub fn from_name(name: &str) -> Option<Op> {
+        let name = name.trim().to_ascii_lowercase().replace('-', "_");
+        Op::ALL.iter().copied().find(|k| k.name() == name)
+    }
+
+    /// Whether its speed is bound by the bytes it reads (the products of one or a few columns,
+    /// the gather) rather than by arithmetic (the tiled matmul).
+    pub const fn bandwidth_bound(self) -> bool {
+        !matches!(self, Op::MatMul)
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_entry_points() {
+        for &op in Op::ALL {
+            assert_eq!(Op::from_name(op.name()), Some(op));
+            assert_eq!(Op::from_name(&op.name().to_uppercase()), Some(op));
+            assert!(op.wgsl().contains(&format!("fn {}(", op.name())), "{op}");
+        }
+        assert_eq!(Op::from_name("get-rows"), Some(Op::GetRows));
+        assert_eq!(Op::from_name("gemm"), None);
+        assert_eq!(
+            Op::ALL.iter().map(|o| o.name()).collect::<Vec<_>>(),
+            ["get_rows", "matvec", "matmul", "matvec_id"]
+        );
+    }
+}
