@@ -3,7 +3,8 @@
     not(feature = "gpu"),
     doc = "gguf-dequant built without the `gpu` feature: the GGUF reader and writer ([`gguf`]), \
            the format registry ([`formats`]), the CPU codecs ([`cpu`]), the CPU reference of the \
-           inference kernels ([`ops`]) and the tensor selection ([`Selection`]). The crate's \
+           inference kernels ([`ops`]), the tensor selection ([`Selection`]) and the WGSL side of \
+           [`gpu`]: the composed shader sources and the kernels' registry and ABI. The crate's \
            README, which is these docs with the default features, describes the whole crate."
 )]
 #![deny(missing_docs)]
@@ -19,7 +20,6 @@ pub mod dtype;
 pub mod error;
 pub mod formats;
 pub mod gguf;
-#[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod ops;
 #[cfg(feature = "output")]

@@ -1,8 +1,9 @@
 //! The tests that need no GPU: the CPU codecs against the spec, the oracles and ggml; the GGUF
 //! reader and writer, malformed files; output, verify's comparison, the selftest digests, the
-//! lookup tables and the CPU reference of the inference kernels (`ops`). This binary must build
-//! without wgpu: it uses neither `gguf_dequant::gpu`, `gguf_dequant::gpu::loader` nor
-//! `gguf_dequant::bench`.
+//! lookup tables and the CPU reference of the inference kernels (`ops`); the inference kernels'
+//! ABI, and every dequantiser and kernel variant's WGSL through naga. This binary must build without wgpu: of
+//! `gguf_dequant::gpu` it uses only the WGSL side that builds without the `gpu` feature
+//! (`gpu::kernels`' registry, ABI and sources), and never `gpu::loader` or `gguf_dequant::bench`.
 //!
 //! One binary, one module per topic in `tests/cpu/<topic>.rs` (a crate root's `mod x;` would look
 //! in `tests/`, hence the `#[path]`s); shared helpers in `tests/support/`.
@@ -21,6 +22,10 @@ mod gguf_reject;
 mod gguf_roundtrip;
 #[path = "cpu/gguf_split.rs"]
 mod gguf_split;
+#[path = "cpu/kernel_abi.rs"]
+mod kernel_abi;
+#[path = "cpu/kernel_shaders.rs"]
+mod kernel_shaders;
 #[path = "cpu/ops.rs"]
 mod ops;
 #[path = "cpu/oracle_codecs.rs"]
@@ -32,6 +37,10 @@ mod oracle_models;
 mod output;
 #[path = "cpu/selftest_digests.rs"]
 mod selftest_digests;
+#[path = "cpu/shaders_layout_sync.rs"]
+mod shaders_layout_sync;
+#[path = "cpu/shaders_validate.rs"]
+mod shaders_validate;
 #[path = "cpu/tables.rs"]
 mod tables;
 #[path = "cpu/verify.rs"]

@@ -1,5 +1,5 @@
-//! The tests that need wgpu: the WGSL shaders (validation, layout against the Rust registry,
-//! pipelines on the noop device), GPU output against the CPU codecs on every adapter, the real
+//! The tests that need wgpu: the pipelines on the noop device, GPU output against the CPU codecs
+//! and the inference kernels against the f64 reference on every adapter, the real
 //! models and ggml's quantiser output on the GPU, the weight-loading service, one model over
 //! several devices, faults and concurrency.
 //!
@@ -34,10 +34,6 @@ mod multi;
 mod oracle_quantized;
 #[path = "gpu/service.rs"]
 mod service;
-#[path = "gpu/shaders_layout_sync.rs"]
-mod shaders_layout_sync;
-#[path = "gpu/shaders_validate.rs"]
-mod shaders_validate;
 #[path = "gpu/split_sets.rs"]
 mod split_sets;
 #[path = "gpu/validation.rs"]

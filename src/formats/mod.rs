@@ -69,7 +69,6 @@ macro_rules! for_each_format {
     };
 }
 
-#[cfg(feature = "gpu")]
 pub(crate) use for_each_format;
 
 /// Type ids that ggml once assigned and has since removed, with their old names.

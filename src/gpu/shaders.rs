@@ -29,7 +29,7 @@
 //! their `libs ["kquant"]` registry entry, which any family helper file can use. A format that wants another
 //! mapping ships its own entry file instead of `lib/entry.wgsl`, keeping the bindings and the
 //! `Params` struct. Grids go into `shaders/tables/<name>.wgsl` (u64 entries as lo/hi u32 pairs),
-//! generated from `formats::tables` and checked like `KVALUES_*` in `tests/shaders_layout_sync.rs`;
+//! generated from `formats::tables` and checked like `KVALUES_*` in `tests/cpu/shaders_layout_sync.rs`;
 //! the i-quant grids (up to 16 KiB) are not WGSL data at all but the engine's read-only storage
 //! buffer at binding 3 ([`super::tables`], `shaders/tables/iq_grids.wgsl` holds the offsets;
 //! `benches/gpu_tables.rs` times it against workgroup memory and a `const` array). Exactness: the

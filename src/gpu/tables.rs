@@ -5,7 +5,7 @@
 //! The data has one source, `formats::tables`: this module lays the grids out as `u32` words
 //! (u64 entries as lo/hi pairs, so byte j of an entry is byte j % 4 of word j / 4) and
 //! `shaders/tables/iq_grids.wgsl` holds only the matching word offsets, which
-//! `tests/shaders_layout_sync.rs` checks against [`LAYOUT`].
+//! `tests/cpu/shaders_layout_sync.rs` checks against [`LAYOUT`].
 //!
 //! Why a storage buffer: a large `const` array indexed at run time is copied by naga into
 //! per-invocation memory, and copying up to 4096 words into workgroup memory for every 512-value

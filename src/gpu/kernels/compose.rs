@@ -2,7 +2,7 @@
 //! (prefix `w_`, blocks in `w`, grids in `grids`), the row helpers, the x reader and the kernel
 //! file. Pure strings: no wgpu, so every variant is validated where no adapter exists.
 
-use super::{binding, Op, MATMUL_CPU_COLUMNS, MATVEC_MAX_BATCH};
+use super::{binding, Op, StorageBinding, MATMUL_CPU_COLUMNS, MATVEC_MAX_BATCH};
 use crate::gpu::decode::{decode_prefixed, DecodeNames};
 use crate::{DType, Format, Result};
 
@@ -112,6 +112,11 @@ impl KernelKey {
         self.op.bindings().iter().copied().filter(|&b| {
             (b != binding::GRIDS || self.format.binds_grids()) && (b != binding::XV || self.vec_x)
         })
+    }
+
+    /// How this variant declares each of its group-0 bindings, in binding order.
+    pub fn storage_bindings(&self) -> impl Iterator<Item = StorageBinding> + '_ {
+        self.bindings().map(|b| StorageBinding::of(self.op, b))
     }
 
     /// The compute entry point.

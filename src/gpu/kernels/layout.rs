@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::params::MAX_PARAMS_BYTES;
-use super::{binding, kernel_source, KernelKey, Op};
+use super::{binding, kernel_source, KernelKey, Op, StorageBinding};
 use crate::gpu::device::DeviceState;
 use crate::gpu::pipelines::{compile, PipelineCache};
 use crate::gpu::{scoped, GpuError};
@@ -47,13 +47,14 @@ impl BindingKind {
     }
 }
 
-/// The kind of each of our kernels' bindings.
-fn kind_of(op: Op, b: u32) -> BindingKind {
-    match b {
-        binding::Y if op == Op::GetRows => BindingKind::StorageReadWrite { min_bytes: 16 },
-        binding::Y => BindingKind::StorageReadWrite { min_bytes: 4 },
-        binding::XV => BindingKind::Storage { min_bytes: 16 },
-        _ => BindingKind::Storage { min_bytes: 4 },
+impl From<StorageBinding> for BindingKind {
+    fn from(b: StorageBinding) -> BindingKind {
+        let min_bytes = b.element_bytes;
+        if b.read_write {
+            BindingKind::StorageReadWrite { min_bytes }
+        } else {
+            BindingKind::Storage { min_bytes }
+        }
     }
 }
 
@@ -189,7 +190,10 @@ impl KernelSet {
         if let Some(l) = lock().get(&(key.op, mask)) {
             return Ok(l.clone());
         }
-        let bindings = key.bindings().map(|b| (b, kind_of(key.op, b))).collect();
+        let bindings = key
+            .storage_bindings()
+            .map(|b| (b.binding, b.into()))
+            .collect();
         let layout = Arc::new(self.make_layout(&format!("gguf-dequant {}", key.op), bindings)?);
         Ok(lock().entry((key.op, mask)).or_insert(layout).clone())
     }

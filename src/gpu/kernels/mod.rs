@@ -114,6 +114,34 @@ pub mod binding {
     pub const XV: u32 = 5;
 }
 
+/// How a kernel declares one of its group-0 storage bindings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StorageBinding {
+    /// The binding number ([`binding`]).
+    pub binding: u32,
+    /// `read_write` (the output) rather than `read`.
+    pub read_write: bool,
+    /// Bytes of one array element: 4 (`u32`, `f32`) or 16 (`vec4`).
+    pub element_bytes: u64,
+}
+
+impl StorageBinding {
+    /// How `op` declares binding `b`.
+    pub const fn of(op: Op, b: u32) -> StorageBinding {
+        let (read_write, element_bytes) = match b {
+            binding::Y if matches!(op, Op::GetRows) => (true, 16),
+            binding::Y => (true, 4),
+            binding::XV => (false, 16),
+            _ => (false, 4),
+        };
+        StorageBinding {
+            binding: b,
+            read_write,
+            element_bytes,
+        }
+    }
+}
+
 /// The inputs a kernel takes besides its weight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Inputs {

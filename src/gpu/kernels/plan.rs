@@ -202,7 +202,7 @@ mod tests {
             span_in(0, 4096, 70, 10, 256),
             Some(Span {
                 offset: 256,
-                size: 24,
+                size: 64,
                 skip: 6
             })
         );

@@ -1,0 +1,246 @@
+//! The kernels' ABI, read from their WGSL through naga against the Rust side
+//! (`gguf_dequant::gpu::kernels`), for every op on every format with a shader and every variant
+//! dimension: the uniform `Params` (member names, offsets, size) against the `#[repr(C)]`
+//! params struct, the storage bindings (group, number, access, element size) against the
+//! binding constants and layouts, the workgroup size and the constants the Rust side plans with.
+//! No GPU and no wgpu needed.
+
+use gguf_dequant::gpu::kernels::{
+    binding, kernel_source, KernelKey, Op, GET_ROWS_VALUES, MATMUL_TILE, MATVEC_THREADS,
+    WORKGROUP_SIZE,
+};
+use gguf_dequant::{formats, DType};
+
+/// A representative set of keys: every op on every format with a shader, and for the matvec
+/// kernels every columns × threads × x reader on two formats (with and without grids).
+fn keys() -> Vec<KernelKey> {
+    let mut out = Vec::new();
+    for &f in formats::WITH_SHADER {
+        out.extend(DType::ALL.map(|d| KernelKey::get_rows(f, d)));
+        out.push(KernelKey::matmul(f));
+        out.push(KernelKey::matvec(f, 1, 1, true));
+        out.push(KernelKey::matvec_id(f, 64, false));
+    }
+    for f in [gguf_dequant::Format::Q4_K, gguf_dequant::Format::IQ3_S] {
+        for c in [1, 2, 5, 8, 16] {
+            for &t in &MATVEC_THREADS {
+                for v in [false, true] {
+                    out.push(KernelKey::matvec(f, c, t, v));
+                    out.push(KernelKey::matvec_id(f, t, v));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The module's `const` u32 values by name.
+fn u32_const(module: &naga::Module, name: &str) -> Option<u32> {
+    module
+        .constants
+        .iter()
+        .find(|(_, c)| c.name.as_deref() == Some(name))
+        .and_then(|(_, c)| match module.global_expressions[c.init] {
+            naga::Expression::Literal(naga::Literal::U32(v)) => Some(v),
+            _ => None,
+        })
+}
+
+/// Everything that differs between `key`'s WGSL and the Rust side.
+fn check(key: &KernelKey) -> Vec<String> {
+    check_source(key, &kernel_source(key).expect("composes"))
+}
+
+/// Everything that differs between `src`, the WGSL of `key`, and the Rust side.
+fn check_source(key: &KernelKey, src: &str) -> Vec<String> {
+    let what = format!("{key:?}");
+    let module = naga::front::wgsl::parse_str(src)
+        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(src)));
+    let mut layouter = naga::proc::Layouter::default();
+    layouter.update(module.to_ctx()).expect("layouts");
+    let info = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::empty(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(src)));
+    let Some(ep) = module
+        .entry_points
+        .iter()
+        .position(|e| e.name == key.entry_point())
+    else {
+        return vec![format!("{what}: no entry point {}", key.entry_point())];
+    };
+    // What the entry point binds: the globals it uses (a file may declare more, for another
+    // entry point).
+    let used = |h: naga::Handle<naga::GlobalVariable>| !info.get_entry_point(ep)[h].is_empty();
+    let mut bad = Vec::new();
+
+    // The uniform Params.
+    let (fields, size) = key.op.params_layout();
+    let params: Vec<_> = module
+        .global_variables
+        .iter()
+        .filter(|&(h, v)| v.space == naga::AddressSpace::Uniform && used(h))
+        .collect();
+    match params[..] {
+        [(_, var)] => {
+            let b = var.binding.as_ref().expect("a uniform has a binding");
+            if (b.group, b.binding) != (binding::PARAMS_GROUP, binding::PARAMS) {
+                bad.push(format!(
+                    "{what}: params at group {} binding {}",
+                    b.group, b.binding
+                ));
+            }
+            let ty = &module.types[var.ty];
+            match &ty.inner {
+                naga::TypeInner::Struct { members, span } => {
+                    let got: Vec<(String, usize)> = members
+                        .iter()
+                        .map(|m| (m.name.clone().unwrap_or_default(), m.offset as usize))
+                        .collect();
+                    let want: Vec<(String, usize)> =
+                        fields.iter().map(|&(n, o)| (n.to_string(), o)).collect();
+                    if got != want {
+                        bad.push(format!("{what}: WGSL Params {got:?}, Rust {want:?}"));
+                    }
+                    if *span as usize != size {
+                        bad.push(format!("{what}: WGSL Params {span} bytes, Rust {size}"));
+                    }
+                    if members.iter().any(|m| {
+                        !matches!(
+                            module.types[m.ty].inner,
+                            naga::TypeInner::Scalar(naga::Scalar::U32)
+                        )
+                    }) {
+                        bad.push(format!("{what}: a Params member is not a u32"));
+                    }
+                }
+                other => bad.push(format!("{what}: params is {other:?}, not a struct")),
+            }
+        }
+        _ => bad.push(format!("{what}: {} uniforms, not one", params.len())),
+    }
+
+    // The storage bindings.
+    let mut got = Vec::new();
+    for (h, var) in module.global_variables.iter() {
+        let naga::AddressSpace::Storage { access } = var.space else {
+            continue;
+        };
+        if !used(h) {
+            continue;
+        }
+        let b = var.binding.as_ref().expect("storage has a binding");
+        let stride = match module.types[var.ty].inner {
+            naga::TypeInner::Array { stride, .. } => stride as u64,
+            _ => layouter[var.ty].size as u64,
+        };
+        got.push((
+            b.group,
+            b.binding,
+            access.contains(naga::StorageAccess::STORE),
+            stride,
+        ));
+    }
+    got.sort();
+    let want: Vec<_> = key
+        .storage_bindings()
+        .map(|s| {
+            (
+                binding::STORAGE_GROUP,
+                s.binding,
+                s.read_write,
+                s.element_bytes,
+            )
+        })
+        .collect();
+    if got != want {
+        bad.push(format!(
+            "{what}: WGSL storage (group, binding, read_write, element bytes) {got:?}, Rust {want:?}"
+        ));
+    }
+
+    // The entry point and its workgroup size.
+    let size = module.entry_points[ep].workgroup_size;
+    if size != [WORKGROUP_SIZE, 1, 1] {
+        bad.push(format!(
+            "{what}: workgroup size {size:?}, Rust plans with {WORKGROUP_SIZE}"
+        ));
+    }
+
+    // The constants both sides plan with.
+    let mut want_consts = vec![("WG", WORKGROUP_SIZE)];
+    match key.op {
+        Op::GetRows => want_consts.push(("VALUES", GET_ROWS_VALUES)),
+        Op::MatMul => want_consts.extend([("TN", MATMUL_TILE), ("TB", MATMUL_TILE)]),
+        Op::MatVec | Op::MatVecId => {
+            want_consts.extend([("B", key.columns), ("T", key.threads)]);
+            want_consts.push(("R", WORKGROUP_SIZE / key.threads));
+        }
+    }
+    for (name, value) in want_consts {
+        let got = u32_const(&module, name);
+        if got != Some(value) {
+            bad.push(format!("{what}: WGSL const {name} = {got:?}, Rust {value}"));
+        }
+    }
+    bad
+}
+
+#[test]
+fn wgsl_params_bindings_and_workgroups_match_the_rust_side() {
+    let keys = keys();
+    let bad: Vec<String> = keys.iter().flat_map(check).collect();
+    assert!(
+        bad.is_empty(),
+        "{} of {} kernels:\n{}",
+        bad.len(),
+        keys.len(),
+        bad.join("\n")
+    );
+    // Every op was covered.
+    for &op in Op::ALL {
+        assert!(keys.iter().any(|k| k.op == op), "{op}");
+    }
+}
+
+/// The check is live: a Params member added, a binding renumbered, an access mode changed and a
+/// workgroup size changed are each reported.
+#[test]
+fn the_abi_check_finds_each_kind_of_slip() {
+    let key = KernelKey::matmul(gguf_dequant::Format::Q4_0);
+    let src = kernel_source(&key).unwrap();
+    assert!(check_source(&key, &src).is_empty());
+    for (from, to, expect) in [
+        (
+            "    y_skip: u32,",
+            "    y_skip: u32,\n    extra: u32,",
+            "WGSL Params",
+        ),
+        (
+            "@group(0) @binding(1) var<storage, read> x",
+            "@group(0) @binding(7) var<storage, read> x",
+            "WGSL storage",
+        ),
+        (
+            "@group(0) @binding(0) var<storage, read> w",
+            "@group(0) @binding(0) var<storage, read_write> w",
+            "WGSL storage",
+        ),
+        (
+            "@group(1) @binding(0) var<uniform>",
+            "@group(0) @binding(9) var<uniform>",
+            "params at group",
+        ),
+        (
+            "const WG: u32 = 64u;",
+            "const WG: u32 = 32u;",
+            "workgroup size",
+        ),
+    ] {
+        assert!(src.contains(from), "{from}");
+        let found = check_source(&key, &src.replace(from, to));
+        assert!(found.iter().any(|m| m.contains(expect)), "{to}: {found:?}");
+    }
+}
