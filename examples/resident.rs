@@ -12,7 +12,8 @@
 
 use std::path::PathBuf;
 
-use gguf_dequant::gpu::loader::{peak_rss_bytes, LoadOptions, Residency, Source, WeightLoader};
+use gguf_dequant::gpu::loader::{LoadOptions, Residency, Source, WeightLoader};
+use gguf_dequant::sys::peak_rss_bytes;
 use gguf_dequant::{cpu, Backend, DType, GgufFile, Selection};
 
 const ROW_SUM: &str = "

@@ -1,7 +1,8 @@
 //! The matvecs of one transformer block on raw GGUF weights, the way an inference engine on wgpu
 //! would run them: load a real model's block 0 and token embedding raw (blocks untouched), then
-//! record into one command encoder an embedding lookup of a few tokens (`get_rows`) and the
-//! block's seven projections (`matvec`), each reading the previous one's output buffer:
+//! record with one kept `Recorder` into one compute pass an embedding lookup of a few tokens
+//! (`get_rows`) and the block's seven projections (`matvec`), each reading the previous one's
+//! output buffer:
 //!
 //! ```text
 //! e = token_embd[ids]          q = attn_q e    k = attn_k e    v = attn_v e    o = attn_output q
@@ -9,7 +10,8 @@
 //! ```
 //!
 //! (attention, norms and activations are the engine's own kernels; here each projection takes the
-//! output of the one before as its input). One submission, then every result is read back and
+//! output of the one before as its input). The step is recorded and submitted twice: the second
+//! time the recorder creates no wgpu object (printed). Then every result is read back and
 //! checked against the f64 CPU reference (`gguf_dequant::ops`) within the accuracy contract
 //! `K · 2⁻²³ · Σ|w·x|`; the figures are printed.
 //!
@@ -23,6 +25,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use gguf_dequant::gpu::kernels::RecorderStats;
 use gguf_dequant::gpu::kernels::{GetRowsJob, MulMatJob, Operand};
 use gguf_dequant::gpu::loader::{Residency, ResidentTensor, WeightLoader};
 use gguf_dequant::{ops, Backend, DType, GgufFile, Selection};
@@ -107,33 +110,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let n = get(&format!("blk.0.{weight}.weight"))?.dims[1];
         outputs.push((out, n, storage(out, tokens as u64 * n * 4)));
     }
-    // Record everything into one encoder, as an engine's forward pass would; the second run is
-    // timed (the first includes the driver's own warm-up).
+    // Record everything into one compute pass with one recorder, as an engine's forward pass
+    // would; the second run is timed (the first includes the driver's own warm-up) and creates
+    // no wgpu object.
+    let mut recorder = engine.recorder();
     let mut gpu_ms = 0.0;
+    let mut step = RecorderStats::default();
     for _ in 0..2 {
+        let before = recorder.stats();
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         let buffer = |name: &str| &outputs.iter().find(|o| o.0 == name).expect("allocated").2;
-        engine.record_get_rows(
-            &mut encoder,
-            &GetRowsJob {
-                weight: embd,
-                ids: Operand::whole(&ids_buf),
-                n_ids: tokens as u32,
-                out: Operand::whole(buffer("e")),
-                dtype: DType::F32,
-            },
-        )?;
-        for (out, weight, input) in STEPS {
-            engine.record_matvec(
-                &mut encoder,
-                &MulMatJob {
-                    weight: get(&format!("blk.0.{weight}.weight"))?,
-                    x: Operand::whole(buffer(input)),
-                    y: Operand::whole(buffer(out)),
-                    batch: tokens as u32,
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            recorder.get_rows(
+                &mut pass,
+                &GetRowsJob {
+                    weight: embd,
+                    ids: Operand::whole(&ids_buf),
+                    n_ids: tokens as u32,
+                    out: Operand::whole(buffer("e")),
+                    dtype: DType::F32,
                 },
             )?;
+            for (out, weight, input) in STEPS {
+                recorder.matvec(
+                    &mut pass,
+                    &MulMatJob {
+                        weight: get(&format!("blk.0.{weight}.weight"))?,
+                        x: Operand::whole(buffer(input)),
+                        y: Operand::whole(buffer(out)),
+                        batch: tokens as u32,
+                    },
+                )?;
+            }
         }
+        recorder.finish();
         let t0 = Instant::now();
         engine.queue().submit([encoder.finish()]);
         device.poll(wgpu::PollType::Wait {
@@ -141,6 +152,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             timeout: None,
         })?;
         gpu_ms = t0.elapsed().as_secs_f64() * 1e3;
+        step = recorder.stats().since(&before);
     }
 
     // Read back and check every step against the CPU reference from the same inputs.
@@ -189,7 +201,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             info.format.name()
         );
     }
-    println!("one submission: {gpu_ms:.2} ms (get_rows + 7 matvecs, wall clock, second run)");
+    println!(
+        "one submission: {gpu_ms:.2} ms (get_rows + 7 matvecs, wall clock, second run); the \
+         second step recorded {} dispatches and created {} wgpu objects",
+        step.dispatches,
+        step.objects_created()
+    );
     if !ok {
         return Err("a result is outside the accuracy contract".into());
     }

@@ -57,9 +57,15 @@
 //! A [`BenchReport`] is plain data: the command line renders it as a table, JSON or an SVG chart.
 
 pub mod kernels;
-mod measure;
 pub mod rotation;
-pub use measure::*;
+mod run;
+mod timing;
+
+pub use run::{
+    model_blocks, run, AdapterReport, BenchConfig, BenchReport, BenchResult, Step, DEFAULT_RUNS,
+    MIN_RUNS,
+};
+pub use timing::{BenchAdapter, CopyCase, GpuCase, GpuFigures};
 
 /// Values in `mib` MiB of f32, rounded up to a multiple of 256 (at least 256).
 pub fn values_for_mib(mib: f64) -> u64 {

@@ -7,10 +7,10 @@ use crate::formats::Format;
 use crate::gguf::GgufError;
 
 /// How to get a GPU adapter: the hint of [`Error::hint`] for a missing or unusable adapter.
+/// (The command line adds its own flag and command; the library names none.)
 pub const NO_ADAPTER_HINT: &str =
     "install a Vulkan or GL driver (e.g. Mesa's lavapipe: Debian/Ubuntu \
-     apt-get install mesa-vulkan-drivers) or pick another backend \
-     (the command line's --backend or GGUF_DEQUANT_BACKEND); `gguf-dequant adapters` lists what wgpu sees";
+     apt-get install mesa-vulkan-drivers) or pick another backend";
 
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -158,7 +158,8 @@ impl Error {
     }
 
     /// A one-line suggestion for what to do about this error, where there is a useful one (out of
-    /// GPU memory, device lost, no adapter, a file that changed, a tensor not found).
+    /// GPU memory, device lost, no adapter, a file that changed, a tensor not found). It names
+    /// the library's own API where it names any; a program adds its own flags and commands.
     pub fn hint(&self) -> Option<&'static str> {
         Some(match self {
             Error::Gpu(GpuError::OutOfMemory { .. }) => {
@@ -171,7 +172,7 @@ impl Error {
                 NO_ADAPTER_HINT
             }
             Error::Gpu(GpuError::TooLarge { .. }) => {
-                "the device cannot hold this request: select fewer tensors, keep them raw or as f16, or use an adapter with larger buffer limits (`gguf-dequant adapters` lists them)"
+                "the device cannot hold this request: select fewer tensors, keep them raw or as f16, or use an adapter with larger buffer limits"
             }
             Error::Gpu(GpuError::InvalidLimits(_)) => {
                 "the adapter reports impossible limits: update its driver or pick another adapter"
@@ -186,7 +187,7 @@ impl Error {
                 "open a split set by its first shard (NAME-00001-of-NNNNN.gguf), with every shard of that set, and nothing else named like one, beside it"
             }
             Error::NoSuchTensor { .. } | Error::Selection { .. } => {
-                "list the tensor names with `gguf-dequant inspect`"
+                "the file's tensor names are in its tensor table (GgufFile::tensors)"
             }
             Error::OutOfMemory { .. } => "free host memory or lower the staging budget",
             Error::OverBudget { .. } => {

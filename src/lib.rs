@@ -21,11 +21,13 @@ pub mod error;
 pub mod formats;
 pub mod gguf;
 pub mod gpu;
+pub mod npy;
 pub mod ops;
 #[cfg(feature = "output")]
 pub mod output;
 pub mod select;
 pub mod selftest;
+pub mod sys;
 pub mod verify;
 
 pub use backend::Backend;

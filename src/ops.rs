@@ -17,6 +17,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::formats::Format;
+use crate::gpu::kernels::{Input, Op};
 
 /// 2^-23: the unit roundoff of f32 summation used by the accuracy contract.
 pub const F32_EPS: f64 = 1.0 / (1u64 << 23) as f64;
@@ -93,6 +94,103 @@ impl Sums {
             .map(|(i, &g)| self.fraction(i, g))
             .fold(0.0, f64::max))
     }
+}
+
+/// The reference result of one kernel call: f64 sums with their bounds (the products), or the
+/// exact values every implementation must give (the gather).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reference {
+    /// Products: compare within [`Sums::bound`].
+    Sums(Sums),
+    /// Gathered rows: compare bit for bit (any NaN equals any NaN).
+    Exact(Vec<f32>),
+}
+
+impl Reference {
+    /// Values in the result.
+    pub fn len(&self) -> usize {
+        match self {
+            Reference::Sums(s) => s.y.len(),
+            Reference::Exact(v) => v.len(),
+        }
+    }
+
+    /// Whether it holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The result as f32: the sums rounded, or the exact values.
+    pub fn to_f32(&self) -> Vec<f32> {
+        match self {
+            Reference::Sums(s) => s.to_f32(),
+            Reference::Exact(v) => v.clone(),
+        }
+    }
+
+    /// How far `got` is from element i as a fraction of its bound ([`Sums::fraction`]); for
+    /// exact values 0.0 when the bits are equal (or both NaN), else infinity.
+    pub fn fraction(&self, i: usize, got: f32) -> f64 {
+        match self {
+            Reference::Sums(s) => s.fraction(i, got),
+            Reference::Exact(v) => {
+                let want = v[i];
+                if want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan()) {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            }
+        }
+    }
+}
+
+/// The CPU reference of `op` on a weight of `format` blocks with GGUF `dims` (`[K, N, ...]`)
+/// for `input`: [`get_rows`], [`mul_mat`] (matvec and matmul) or [`mul_mat_id`] (N = `dims[1]`).
+/// Errors: an input of another kind than the op takes, and every error of those functions.
+pub fn reference(
+    op: Op,
+    format: Format,
+    blocks: &[u8],
+    dims: &[u64],
+    input: &Input<'_>,
+) -> Result<Reference> {
+    let dim = |i: usize| {
+        let d = dims.get(i).copied().unwrap_or(1);
+        usize::try_from(d).map_err(|_| shape(format!("dim {i} = {d} does not fit usize")))
+    };
+    let k = dim(0)?;
+    Ok(match (op, *input) {
+        (Op::GetRows, Input::Ids(ids)) => Reference::Exact(get_rows(format, blocks, k, ids)?),
+        (Op::MatVec | Op::MatMul, Input::X { x, batch }) => {
+            Reference::Sums(mul_mat(format, blocks, k, x, batch)?)
+        }
+        (
+            Op::MatVecId,
+            Input::XIds {
+                x,
+                ids,
+                slots,
+                x_per_slot,
+            },
+        ) => Reference::Sums(mul_mat_id(
+            format,
+            blocks,
+            k,
+            dim(1)?,
+            x,
+            x_per_slot,
+            ids,
+            slots,
+        )?),
+        (op, input) => {
+            return Err(shape(format!(
+                "{op} takes {:?} inputs, not {:?}",
+                op.inputs(),
+                input.kind()
+            )))
+        }
+    })
 }
 
 /// Rows `ids` of the [K, N] weight, decoded exactly as the CPU codec does: [ids.len(), K] f32.

@@ -50,13 +50,13 @@ impl OutputFormat {
                 path,
                 &format!(
                     "a {} file holds exactly one tensor, {n_tensors} were selected \
-                     (choose one with --tensor, or write .safetensors)",
+                     (select one tensor, or write .safetensors)",
                     self.extension()
                 ),
             )),
             OutputFormat::Npy if dtype == DType::BF16 => Err(output_error(
                 path,
-                "NumPy has no bfloat16 dtype: use --dtype f32 or f16, or write .safetensors",
+                "NumPy has no bfloat16 dtype: decode to f32 or f16, or write .safetensors",
             )),
             OutputFormat::Npy | OutputFormat::Bin => Ok(()),
         }

@@ -32,6 +32,8 @@ mod kernels;
 mod multi;
 #[path = "gpu/oracle_quantized.rs"]
 mod oracle_quantized;
+#[path = "gpu/recorder.rs"]
+mod recorder;
 #[path = "gpu/service.rs"]
 mod service;
 #[path = "gpu/split_sets.rs"]

@@ -163,7 +163,9 @@ pub(crate) fn read_into(
             Ok(Ok(())) => break,
             Ok(Err(e)) => return Err(GpuError::Map(e.to_string())),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(GpuError::Map("the map callback was dropped".into()))
+                return Err(GpuError::Invariant(
+                    "the map callback was dropped unanswered".into(),
+                ))
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if start.elapsed() > timeout {

@@ -121,9 +121,9 @@ impl GpuEngine {
         GpuEngine::from_adapter(&best, options)
     }
 
-    /// An engine on a new device of `adapter` (one of [`compute_adapters`]), with the adapter's
+    /// An engine on a new device of `adapter` (one of [`super::compute_adapters`]), with the adapter's
     /// own limits and, where the adapter has them, timestamp queries (for
-    /// [`timing::GpuTimer`]). The engine installs its error handler and device-lost callback.
+    /// [`super::timing::GpuTimer`]). The engine installs its error handler and device-lost callback.
     pub fn from_adapter(adapter: &wgpu::Adapter, options: EngineOptions) -> Result<GpuEngine> {
         let (device, queue) = device::request_device(adapter)?;
         let state = device::DeviceState::install(&device);

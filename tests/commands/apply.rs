@@ -9,6 +9,7 @@ use std::process::Output;
 
 use gguf_dequant::formats::sample::{finite_blocks, normal_blocks, Rng};
 use gguf_dequant::gguf::GgufWriter;
+use gguf_dequant::gpu::kernels::Op;
 use gguf_dequant::{ops, Format, GgufFile};
 use serde_json::Value as Json;
 
@@ -119,8 +120,8 @@ fn bits(v: &[f32]) -> Vec<u32> {
 }
 
 /// Runs matvec (batch 1 from a 1-D X, 3 and 11) and matmul (batch 17) and get_rows (ids as
-/// int64, uint8 and int32) on every weight on `backend`; Y against `ops`: exactly on the CPU,
-/// within the bound on a GPU; get_rows bit for bit on both.
+/// int64, uint8 and int32) on every weight, and matvec_id on the three-dim one, on `backend`; Y
+/// against `ops`: exactly on the CPU, within the bound on a GPU; get_rows bit for bit on both.
 fn all_ops_on(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = model(dir.path());
@@ -180,7 +181,48 @@ fn all_ops_on(backend: &str) {
             assert_eq!(bits(&y), bits(&want), "{what}");
         }
     }
-    let mut keep = vec!["model.gguf", "x.npy", "y.npy"];
+    // matvec_id on the three-dim weight, [32, 2, 3]: 3 experts of 2 rows; ids [2 tokens, 2 slots]
+    // at both ends, x per token and per slot.
+    let (name, format, dims) = WEIGHTS[3];
+    let t = file.tensor(name).unwrap();
+    let (k, n, experts) = (dims[0] as usize, dims[1] as usize, dims[2] as u32);
+    let ids = [0u32, experts - 1, experts - 1, 1];
+    let ids_path = dir.path().join("ids.npy");
+    let data: Vec<u8> = ids.iter().flat_map(|v| (*v as i64).to_le_bytes()).collect();
+    std::fs::write(&ids_path, npy("<i8", &[2, 2], false, &data)).unwrap();
+    for (rows, x_per_slot) in [(2usize, false), (4, true)] {
+        let x = random_x(rows * k, rows as u64);
+        std::fs::write(&x_path, npy("<f4", &[rows, k], false, &le_f32(&x))).unwrap();
+        let o = run(&[
+            "apply",
+            path.to_str().unwrap(),
+            "--tensor",
+            name,
+            "--op",
+            "matvec_id",
+            "--input",
+            x_path.to_str().unwrap(),
+            "--ids",
+            ids_path.to_str().unwrap(),
+            "-o",
+            y_path.to_str().unwrap(),
+            "--backend",
+            backend,
+        ]);
+        let what = format!("matvec_id x rows {rows} on {backend}");
+        ok(&o, &what);
+        let (shape, y) = read_y(&y_path);
+        assert_eq!(shape, [2, 2, n as u64], "{what}");
+        let blocks = file.tensor_data(t);
+        let want = ops::mul_mat_id(format, blocks, k, n, &x, x_per_slot, &ids, 2).unwrap();
+        if cpu {
+            assert_eq!(bits(&y), bits(&want.to_f32()), "{what}");
+        } else {
+            let f = want.max_fraction(&y).unwrap();
+            assert!(f <= 1.0, "{what}: fraction of the bound {f}");
+        }
+    }
+    let mut keep = vec!["ids.npy", "model.gguf", "x.npy", "y.npy"];
     keep.sort();
     assert_eq!(names_in(dir.path()), keep, "stray files");
 }
@@ -450,6 +492,65 @@ fn apply_refusals_are_one_line_and_leave_no_output() {
         let o = apply(&path, tensor, op, &d(input), out, backend);
         one_error_line(&o, needle, &what);
     }
+    // matvec_id's ids: missing, for another op, out of the experts, and X rows that fit
+    // neither one per token nor one per slot.
+    let id_cases: Vec<(&str, &str, Option<&str>, &str)> = vec![
+        ("matvec_id", "x32.npy", None, "also needs --ids"),
+        (
+            "matvec",
+            "x32.npy",
+            Some("ids_big.npy"),
+            "--ids is for matvec_id",
+        ),
+        (
+            "matvec_id",
+            "x32.npy",
+            Some("ids_big.npy"),
+            "is not below E = 3, the experts",
+        ),
+        (
+            "matvec_id",
+            "x32.npy",
+            Some("ids_neg.npy"),
+            "ids[2] = -1 is negative",
+        ),
+        (
+            "matvec_id",
+            "x32.npy",
+            Some("ids_f.npy"),
+            "of an integer dtype",
+        ),
+        ("matvec_id", "x64.npy", Some("ids_2d.npy"), "K = 32"),
+    ];
+    let x3 = d("x3rows.npy");
+    std::fs::write(&x3, f32s(&[3, 32])).unwrap();
+    for (op, input, ids, needle) in id_cases.into_iter().chain([(
+        "matvec_id",
+        "x3rows.npy",
+        Some("ids_2d.npy"),
+        "X has 3 rows",
+    )]) {
+        let mut args = vec![
+            "apply".to_string(),
+            path.to_str().unwrap().to_string(),
+            "--tensor".into(),
+            "w.q8_0.3d".into(),
+            "--op".into(),
+            op.into(),
+            "--input".into(),
+            d(input).to_str().unwrap().into(),
+            "-o".into(),
+            y.to_str().unwrap().into(),
+            "--backend".into(),
+            "cpu".into(),
+        ];
+        if let Some(ids) = ids {
+            args.extend(["--ids".to_string(), d(ids).to_str().unwrap().to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        one_error_line(&run(&args), needle, &format!("{op} {input} {ids:?}"));
+    }
+    std::fs::remove_file(&x3).unwrap();
     // The GGUF input itself as the output.
     let o = apply(
         &d("model.npy"),
@@ -582,7 +683,7 @@ fn verify_op_all_passes_with_documented_json() {
         ok(&o, backend);
         let out = text(&o.stdout);
         let last = out.lines().last().unwrap();
-        assert!(last.starts_with("verify passed: 12 kernel checks"), "{out}");
+        assert!(last.starts_with("verify passed: 16 kernel checks"), "{out}");
         assert!(
             last.contains("2 tensors skipped") && last.contains("2 checked on a run of 4 rows"),
             "{out}"
@@ -611,14 +712,15 @@ fn verify_op_all_passes_with_documented_json() {
         assert_eq!(json["max_rows"], 4);
         assert_eq!(json["backend"], backend);
         let checks = json["checks"].as_array().unwrap();
-        assert_eq!(checks.len(), 3 * file.tensors().len());
+        let n_ops = Op::ALL.len();
+        assert_eq!(checks.len(), n_ops * file.tensors().len());
         for (i, c) in checks.iter().enumerate() {
-            let t = &file.tensors()[i / 3];
+            let t = &file.tensors()[i / n_ops];
             let keys: Vec<&str> = c.as_object().unwrap().keys().map(|k| k.as_str()).collect();
             assert_eq!(keys, CHECK_FIELDS, "{c}");
             assert_eq!(c["name"], t.name.as_str());
             assert_eq!(c["type"], t.format.name());
-            assert_eq!(c["op"], ["matvec", "matmul", "get_rows"][i % 3]);
+            assert_eq!(c["op"], Op::ALL[i % n_ops].name());
             assert_eq!(c["k"], t.dims[0]);
             assert_eq!(c["rows"], t.n_elements / t.dims[0]);
             let matrix = t.dims.len() >= 2 && t.format.has_shader();
@@ -644,20 +746,27 @@ fn verify_op_all_passes_with_documented_json() {
                 .iter()
                 .map(|b| b.as_u64().unwrap())
                 .collect();
-            let outputs = match i % 3 {
-                0 => {
+            let outputs = match c["op"].as_str().unwrap() {
+                "matvec" => {
                     assert_eq!(batches, [1, 3]);
                     4 * checked
                 }
-                1 => {
+                "matmul" => {
                     assert_eq!(batches, [17]);
                     17 * checked
                 }
-                _ => {
+                "get_rows" => {
                     assert_eq!(batches, [8]);
                     assert_eq!(f, 0.0, "get_rows is bit-exact: {c}");
                     8 * c["k"].as_u64().unwrap()
                 }
+                "matvec_id" => {
+                    // 3 tokens × 2 slots, x per token then per slot; the checked rows are one
+                    // expert here (every matrix of the file is 2-D once subsampled or as it is).
+                    assert_eq!(batches, [6, 6]);
+                    12 * checked
+                }
+                other => panic!("unknown op {other}"),
             };
             assert_eq!(c["values"], outputs, "{c}");
         }

@@ -42,7 +42,7 @@ fn u(v: &Json, key: &str) -> u64 {
 
 /// The report's own fields: schema, tool, version, date (UTC, RFC 3339), host, sizes.
 fn check_header(json: &Json) {
-    assert_eq!(json["schema"], 3, "{json}");
+    assert_eq!(json["schema"], 4, "{json}");
     assert_eq!(json["tool"], "gguf-dequant");
     assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
     let date = json["date"].as_str().expect("date");
@@ -552,8 +552,33 @@ fn check_kernel_row(r: &Json, (k, n): (u64, u64), target: u64) {
             assert!(r["flops"].is_null() && r["gflops"].is_null(), "{r}");
             assert_eq!(u(r, "rotation_bytes_per_run"), pairs * bytes, "{r}");
         }
+        "matvec_id" => {
+            // One token, `batch` of the 8 experts of N / 8 rows.
+            let experts = gguf_dequant::bench::kernels::MOE_EXPERTS;
+            assert_eq!(batch, gguf_dequant::bench::kernels::MOE_SLOTS as u64, "{r}");
+            assert_eq!(bytes, weight / experts * batch, "{r}");
+            assert_eq!(u(r, "flops"), 2 * k * (n / experts) * batch, "{r}");
+            assert_eq!(u(r, "rotation_bytes_per_run"), pairs * bytes, "{r}");
+        }
         other => panic!("unknown kernel {other}: {r}"),
     }
+    // The CPU side of recording one call: a kept recorder creates nothing in a steady-state
+    // step; the one-shot way creates at least a uniform buffer, its bind group and a storage
+    // bind group per call.
+    assert!(u(r, "recording_dispatches") >= 1, "{r}");
+    assert_eq!(u(r, "recording_kept_objects"), 0, "{r}");
+    assert!(
+        r["recording_one_shot_objects"].as_f64().unwrap() >= 3.0,
+        "{r}"
+    );
+    let kept = positive(r, "recording_kept_us", r);
+    positive(r, "recording_one_shot_us", r);
+    close(
+        positive(r, "recording_share", r),
+        kept * 1e-6 * u(r, "recording_dispatches") as f64 / secs,
+        "recording_share",
+        r,
+    );
     if kernel == "matvec" {
         assert_eq!(u(r, "rotation_bytes_per_run"), pairs * weight, "{r}");
     }
@@ -620,7 +645,13 @@ fn bench_kernels_in_table_json_chart_and_compare() {
         check_header(&json);
         assert_eq!(json["results"], serde_json::json!([]), "--dtype none");
         let rows = json["kernels"].as_array().unwrap();
-        let want = [("matvec", 1), ("matvec", 2), ("matmul", 8), ("get_rows", 4)];
+        let want = [
+            ("matvec", 1),
+            ("matvec", 2),
+            ("matmul", 8),
+            ("get_rows", 4),
+            ("matvec_id", 2),
+        ];
         assert_eq!(rows.len(), 2 * want.len(), "{json}");
         for (t, (kernel, batch)) in ["Q4_0", "F16"]
             .into_iter()
@@ -634,7 +665,7 @@ fn bench_kernels_in_table_json_chart_and_compare() {
             assert_eq!(r["backend"], backend, "{r}");
             check_kernel_row(r, (256, 64), 1 << 20);
             // The table has the row, with the report's ms.
-            let line = format!("{t:<8} {kernel:<8} {:<12} {batch:>5}", "256x64");
+            let line = format!("{t:<8} {kernel:<9} {:<12} {batch:>5}", "256x64");
             let l = out
                 .lines()
                 .find(|l| l.starts_with(&line))
@@ -646,6 +677,7 @@ fn bench_kernels_in_table_json_chart_and_compare() {
             "kernels on adapter 0:",
             "matvec on adapter 0: ",
             "kernels: weights [K, N]",
+            "recording on adapter 0: kept recorder ",
         ] {
             assert!(out.contains(line), "{line} missing:\n{out}");
         }
@@ -655,7 +687,13 @@ fn bench_kernels_in_table_json_chart_and_compare() {
         let s = std::fs::read_to_string(&svg).unwrap();
         assert!(s.trim_end().ends_with("</svg>"));
         for name in [
-            "matvec", "matmul", "get_rows", "GFLOPS", "256x64", "unfused",
+            "matvec",
+            "matmul",
+            "get_rows",
+            "matvec_id",
+            "GFLOPS",
+            "256x64",
+            "unfused",
         ] {
             assert!(s.contains(name), "{name} missing from the SVG");
         }
@@ -683,7 +721,7 @@ fn bench_kernels_in_table_json_chart_and_compare() {
             .unwrap();
         let line = cmp
             .lines()
-            .find(|l| l.starts_with("Q4_0     matvec   256x64           1"))
+            .find(|l| l.starts_with("Q4_0     matvec    256x64           1"))
             .unwrap_or_else(|| panic!("Q4_0 matvec missing:\n{cmp}"));
         let cells: Vec<&str> = line.split_whitespace().collect();
         // type kernel shape batch, then A0 (the old report: none) and A1, 4 cells each.

@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use gguf_dequant::gguf::GgufWriter;
 use gguf_dequant::gpu::loader::{
-    peak_rss_bytes, LoadOptions, Residency, ResidentModel, ServiceStats, WeightLoader,
+    LoadOptions, Residency, ResidentModel, ServiceStats, WeightLoader,
 };
 use gguf_dequant::gpu::GpuEngine;
+use gguf_dequant::sys::peak_rss_bytes;
 use gguf_dequant::Selection;
 use gguf_dequant::{DType, Format, GgufFile};
 

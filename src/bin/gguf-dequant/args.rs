@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
+use gguf_dequant::gpu::kernels::Op;
 use gguf_dequant::gpu::loader::{Residency, Source};
 use gguf_dequant::Selection;
 use gguf_dequant::{Backend, DType};
@@ -37,8 +39,8 @@ pub enum Command {
     Convert(ConvertArgs),
     /// Dequantise tensors to .safetensors (any number), .npy or .bin (one tensor).
     Dequant(DequantArgs),
-    /// Run one kernel (get_rows, matvec, matmul) on one tensor with inputs from a .npy file, on the
-    /// GPU or with the CPU reference, and write the result as .npy.
+    /// Run one kernel (get_rows, matvec, matmul, matvec_id) on one tensor with inputs from .npy
+    /// files, on the GPU or with the CPU reference, and write the result as .npy.
     Apply(ApplyArgs),
     /// Benchmark GPU dequantisation per adapter, format and dtype against two rooflines of the
     /// same traffic (a buffer copy, a shader copy) and the CPU codecs, and with `--kernels` the
@@ -166,11 +168,12 @@ pub struct VerifyArgs {
     /// Output element type compared (the dequantisation check; not with --op).
     #[arg(long, default_value = "f32", value_parser = parse_dtype, conflicts_with = "op")]
     pub dtype: DType,
-    /// Instead of the dequantisation check: run this kernel (or `all` three) on every matrix (a
-    /// tensor of 2 or more dims, folded into rows of dims[0]) with seeded random inputs, against
-    /// the CPU f64 reference, within the f32 bound K·2⁻²³·Σ|w·x| (get_rows: bit for bit).
-    #[arg(long, value_enum, value_name = "OP")]
-    pub op: Option<VerifyOp>,
+    /// Instead of the dequantisation check: run this kernel (or `all` of them) on every matrix
+    /// (a tensor of 2 or more dims, folded into rows of dims[0]; matvec_id reads dims past the
+    /// second as experts) with seeded random inputs, against the CPU f64 reference, within the
+    /// f32 bound K·2⁻²³·Σ|w·x| (get_rows: bit for bit).
+    #[arg(long, value_name = "OP", value_parser = kernel_choice_parser())]
+    pub op: Option<KernelChoice>,
     /// With --op: check at most this many rows of each tensor (a contiguous run at a seeded
     /// position when the tensor has more).
     #[arg(
@@ -187,63 +190,46 @@ pub struct VerifyArgs {
     pub report: Report,
 }
 
-/// A kernel of `apply`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Op {
-    /// Rows of the tensor by id: Y is [ids, K].
-    #[value(name = "get_rows")]
-    GetRows,
-    /// Y = W X with the matrix-vector kernel (any batch, in groups of 8 columns).
-    Matvec,
-    /// Y = W X with the tiled matrix-matrix kernel.
-    Matmul,
+/// `verify --op`: one kernel of the registry, or `all`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelChoice {
+    /// As given: a kernel's name or `all`.
+    pub name: &'static str,
+    /// The kernels it runs, in registry order.
+    pub ops: Vec<Op>,
 }
 
-impl Op {
-    /// The kernel's name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::GetRows => "get_rows",
-            Op::Matvec => "matvec",
-            Op::Matmul => "matmul",
-        }
-    }
+/// The registry's kernels as clap's possible values, each with its summary.
+fn op_values() -> Vec<PossibleValue> {
+    Op::ALL
+        .iter()
+        .map(|o| PossibleValue::new(o.name()).help(o.summary()))
+        .collect()
 }
 
-/// `verify --op`: one kernel or all three.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum VerifyOp {
-    /// Matrix-vector products, batch 1 and 3.
-    Matvec,
-    /// Tiled matrix-matrix products, batch 17.
-    Matmul,
-    /// Row gathers (ids 0, N-1 and random ones), compared bit for bit.
-    #[value(name = "get_rows")]
-    GetRows,
-    /// matvec, matmul and get_rows.
-    All,
+/// `--op` of `apply`: one kernel of the registry by name.
+fn op_parser() -> impl TypedValueParser<Value = Op> {
+    PossibleValuesParser::new(op_values())
+        .try_map(|s| Op::from_name(&s).ok_or_else(|| format!("unknown kernel `{s}`")))
 }
 
-impl VerifyOp {
-    /// The kernels this choice runs, in report order.
-    pub fn ops(self) -> &'static [Op] {
-        match self {
-            VerifyOp::Matvec => &[Op::Matvec],
-            VerifyOp::Matmul => &[Op::Matmul],
-            VerifyOp::GetRows => &[Op::GetRows],
-            VerifyOp::All => &[Op::Matvec, Op::Matmul, Op::GetRows],
+/// `--op` of `verify`: a kernel of the registry, or `all`.
+fn kernel_choice_parser() -> impl TypedValueParser<Value = KernelChoice> {
+    let mut values = op_values();
+    values.push(PossibleValue::new("all").help("every kernel"));
+    PossibleValuesParser::new(values).try_map(|s| {
+        if s == "all" {
+            return Ok(KernelChoice {
+                name: "all",
+                ops: Op::ALL.to_vec(),
+            });
         }
-    }
-
-    /// The choice's name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            VerifyOp::Matvec => "matvec",
-            VerifyOp::Matmul => "matmul",
-            VerifyOp::GetRows => "get_rows",
-            VerifyOp::All => "all",
-        }
-    }
+        let op = Op::from_name(&s).ok_or_else(|| format!("unknown kernel `{s}`"))?;
+        Ok::<_, String>(KernelChoice {
+            name: op.name(),
+            ops: vec![op],
+        })
+    })
 }
 
 /// `apply` options.
@@ -255,12 +241,17 @@ pub struct ApplyArgs {
     #[arg(long, value_name = "NAME")]
     pub tensor: String,
     /// The kernel.
-    #[arg(long, value_enum)]
+    #[arg(long, value_name = "OP", value_parser = op_parser())]
     pub op: Op,
-    /// X as .npy: for get_rows the row ids, a 1-D array of any integer dtype; for matvec and
-    /// matmul float32 [batch, K] (or [K]: batch 1), C or Fortran order.
+    /// X as .npy: for get_rows the row ids, a 1-D array of any integer dtype; for matvec,
+    /// matmul and matvec_id float32 [batch, K] (or [K]: batch 1), C or Fortran order
+    /// (matvec_id: one row per token, or one per token and slot).
     #[arg(long, value_name = "X.npy")]
     pub input: PathBuf,
+    /// matvec_id's expert ids as .npy: [tokens, slots] (or [tokens]: one slot) of any integer
+    /// dtype, each below the tensor's experts (its dims past the second).
+    #[arg(long, value_name = "IDS.npy")]
+    pub ids: Option<PathBuf>,
     /// Y as .npy (never an input file), float32: [batch, N], or [ids, K] for get_rows. Written
     /// to a temporary name and renamed when complete.
     #[arg(long, short, value_name = "Y.npy")]
@@ -362,9 +353,9 @@ pub struct BenchArgs {
     /// Skip the CPU codecs.
     #[arg(long)]
     pub no_cpu: bool,
-    /// Also time the inference kernels (comma-separated: matvec, matmul, get_rows, or `all`) on
-    /// weights of each `--shape`, beside the rooflines and the dequantiser on the same tensor
-    /// [default: none].
+    /// Also time the inference kernels (comma-separated names: matvec, matmul, get_rows,
+    /// matvec_id; or `all`) on weights of each `--shape`, beside the rooflines and the
+    /// dequantiser on the same tensor, with the CPU cost of recording them [default: none].
     #[arg(long, value_name = "LIST|all")]
     pub kernels: Option<String>,
     /// Kernel weight shape KxN: N rows of K values (repeatable, or comma-separated) [default:

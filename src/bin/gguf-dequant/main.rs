@@ -5,7 +5,7 @@
 mod args;
 mod backend;
 mod commands;
-mod npy;
+mod hint;
 mod progress;
 mod render;
 
@@ -20,9 +20,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            let hint = e
-                .downcast_ref::<gguf_dequant::Error>()
-                .and_then(|e| e.hint());
+            let hint = e.downcast_ref::<gguf_dequant::Error>().and_then(hint::hint);
             let _ = match hint {
                 Some(hint) => writeln!(io::stderr(), "error: {e} (hint: {hint})"),
                 None => writeln!(io::stderr(), "error: {e}"),

@@ -4,7 +4,7 @@
 
 use super::layout::{BindingKind, Program};
 use super::plan::{invalid, shape};
-use super::{KernelKey, Recorder, MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH};
+use super::{Input, KernelKey, Op, Recorder, MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH};
 use crate::gpu::loader::ResidentTensor;
 use crate::gpu::{buffers, GpuEngine};
 use crate::{DType, Result};
@@ -75,6 +75,43 @@ pub struct MatVecIdJob<'a> {
     pub x_per_slot: bool,
 }
 
+/// One kernel call on a caller's buffers, of any [`Op`]: what a step of an engine is a list of.
+#[derive(Clone, Copy, Debug)]
+pub enum Job<'a> {
+    /// [`Op::GetRows`].
+    GetRows(GetRowsJob<'a>),
+    /// [`Op::MatVec`].
+    MatVec(MulMatJob<'a>),
+    /// [`Op::MatMul`].
+    MatMul(MulMatJob<'a>),
+    /// [`Op::MatVecId`].
+    MatVecId(MatVecIdJob<'a>),
+}
+
+impl Job<'_> {
+    /// The kernel.
+    pub const fn op(&self) -> Op {
+        match self {
+            Job::GetRows(_) => Op::GetRows,
+            Job::MatVec(_) => Op::MatVec,
+            Job::MatMul(_) => Op::MatMul,
+            Job::MatVecId(_) => Op::MatVecId,
+        }
+    }
+}
+
+impl Recorder {
+    /// Records `job` with the kernel it names.
+    pub fn job(&mut self, pass: &mut wgpu::ComputePass<'_>, job: &Job<'_>) -> Result<()> {
+        match job {
+            Job::GetRows(j) => self.get_rows(pass, j),
+            Job::MatVec(j) => self.matvec(pass, j),
+            Job::MatMul(j) => self.matmul(pass, j),
+            Job::MatVecId(j) => self.matvec_id(pass, j),
+        }
+    }
+}
+
 impl GpuEngine {
     /// A recorder for this engine's kernels, to keep from step to step ([`Recorder`]).
     pub fn recorder(&self) -> Recorder {
@@ -136,6 +173,19 @@ impl GpuEngine {
         }
         recorder.finish();
         self.check_device()
+    }
+
+    /// Records `job` with a recorder of its own ([`Recorder::job`]).
+    pub fn record_job(&self, encoder: &mut wgpu::CommandEncoder, job: &Job<'_>) -> Result<()> {
+        self.record_once(encoder, |r, pass| r.job(pass, job))
+    }
+
+    /// Wgpu objects the kernel layer has created on this device so far, by every recorder
+    /// (the one-line calls' and `record_*`'s own included): bind groups, uniform buffers,
+    /// layouts and pipelines. The difference of two readings is what the calls between them
+    /// created.
+    pub fn kernel_objects_created(&self) -> u64 {
+        self.kernels.created.total()
     }
 
     /// Records `Y = W X` for 1 to [`MATVEC_MAX_BATCH`] columns ([`Recorder::matvec`]).
@@ -255,6 +305,30 @@ impl GpuEngine {
         })?;
         let bytes = self.finish_and_read(enc, &yb, &staging, len as usize)?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// `op` on `w` with `input` (of the kind [`Op::inputs`] says), through the one-line call of
+    /// that kernel: f32 values (get_rows: the rows as f32).
+    pub fn run(&self, op: Op, w: &ResidentTensor, input: &Input<'_>) -> Result<Vec<f32>> {
+        match (op, *input) {
+            (Op::GetRows, Input::Ids(ids)) => self.get_rows(w, ids),
+            (Op::MatVec, Input::X { x, batch }) => self.matvec(w, x, batch),
+            (Op::MatMul, Input::X { x, batch }) => self.matmul(w, x, batch),
+            (
+                Op::MatVecId,
+                Input::XIds {
+                    x,
+                    ids,
+                    slots,
+                    x_per_slot,
+                },
+            ) => self.matvec_id(w, x, ids, slots, x_per_slot),
+            (op, input) => Err(invalid(format!(
+                "{op} takes {:?} inputs, not {:?}",
+                op.inputs(),
+                input.kind()
+            ))),
+        }
     }
 
     /// `Y = W X` with the matvec kernel (`x`: `batch × K`, row-major; any batch, in groups of 8

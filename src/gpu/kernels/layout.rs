@@ -68,11 +68,28 @@ pub(crate) struct Layout {
     pub(crate) bindings: Vec<(u32, BindingKind)>,
 }
 
-/// Objects the kernel layer created on its device, for [`super::RecorderStats`].
+/// Objects the kernel layer created on its device, by every recorder together.
 #[derive(Debug, Default)]
 pub(crate) struct Created {
     pub(crate) layouts: AtomicU64,
     pub(crate) pipelines: AtomicU64,
+    pub(crate) bind_groups: AtomicU64,
+    pub(crate) buffers: AtomicU64,
+}
+
+impl Created {
+    /// Every object counted.
+    pub(crate) fn total(&self) -> u64 {
+        [
+            &self.layouts,
+            &self.pipelines,
+            &self.bind_groups,
+            &self.buffers,
+        ]
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .sum()
+    }
 }
 
 /// The limits and choices every recording plans with.
@@ -139,9 +156,10 @@ impl KernelSet {
             layouts: Mutex::new(HashMap::new()),
             pipelines: PipelineCache::default(),
             next_id: AtomicU64::new(0),
+            // The params layout above.
             created: Created {
                 layouts: AtomicU64::new(1),
-                pipelines: AtomicU64::new(0),
+                ..Created::default()
             },
         })
     }

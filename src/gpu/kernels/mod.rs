@@ -16,7 +16,7 @@
 //!
 //! # The registry
 //!
-//! One line per kernel in [`for_each_kernel!`]: its [`Op`], name, WGSL file, [`params`] struct,
+//! One line per kernel in `for_each_kernel!`: its [`Op`], name, WGSL file, [`params`] struct,
 //! bindings, the inputs it takes ([`Inputs`]) and a summary. [`Op`], its names (the command
 //! line's `apply --op`, `verify --op` and `bench --kernels` values) and the bench's rows are
 //! expanded from it; adding a weight kernel is one line there, one file in `shaders/kernels/`,
@@ -63,6 +63,8 @@ use std::fmt;
 mod api;
 mod compose;
 #[cfg(feature = "gpu")]
+mod dispatch;
+#[cfg(feature = "gpu")]
 mod layout;
 pub mod params;
 #[cfg(feature = "gpu")]
@@ -71,14 +73,14 @@ mod plan;
 mod record;
 
 #[cfg(feature = "gpu")]
-pub use api::{GetRowsJob, MatVecIdJob, MulMatJob, Operand};
+pub use api::{GetRowsJob, Job, MatVecIdJob, MulMatJob, Operand};
 pub use compose::{kernel_source, KernelKey, MATVEC_THREADS};
 #[cfg(feature = "gpu")]
 pub use layout::{BindingKind, Program};
 #[cfg(feature = "gpu")]
 pub(crate) use layout::{KernelSet, Plan};
 #[cfg(feature = "gpu")]
-pub use record::{Recorder, RecorderStats};
+pub use record::{Recorder, RecorderStats, RETAIN_RECORDINGS};
 
 /// Columns one `matvec` dispatch takes at most.
 pub const MATVEC_MAX_BATCH: u32 = 8;
@@ -153,6 +155,44 @@ pub enum Inputs {
     XIds,
 }
 
+/// One call's inputs besides the weight, on the host: what the one-line calls
+/// (`GpuEngine::run`) and the CPU reference ([`crate::ops::reference`]) take for any [`Op`].
+#[derive(Clone, Copy, Debug)]
+pub enum Input<'a> {
+    /// `batch × K` f32 values, row-major ([`Inputs::X`]).
+    X {
+        /// The values.
+        x: &'a [f32],
+        /// Columns.
+        batch: usize,
+    },
+    /// Row ids ([`Inputs::Ids`]).
+    Ids(&'a [u32]),
+    /// Expert ids and their inputs ([`Inputs::XIds`]): `ids` is `tokens × slots`, `x` is
+    /// `tokens × K`, or `tokens × slots × K` when `x_per_slot`.
+    XIds {
+        /// The values.
+        x: &'a [f32],
+        /// The expert ids.
+        ids: &'a [u32],
+        /// Experts per token.
+        slots: usize,
+        /// One row of x per (token, slot) rather than per token.
+        x_per_slot: bool,
+    },
+}
+
+impl Input<'_> {
+    /// Its kind.
+    pub const fn kind(&self) -> Inputs {
+        match self {
+            Input::X { .. } => Inputs::X,
+            Input::Ids(_) => Inputs::Ids,
+            Input::XIds { .. } => Inputs::XIds,
+        }
+    }
+}
+
 /// The registry of kernels: one line each, `(Op variant, name, WGSL file stem under
 /// `shaders/kernels/`, params struct, group-0 bindings, inputs, summary)`. The entry point is
 /// the name. Every item that lists kernels is expanded from here.
@@ -173,7 +213,7 @@ macro_rules! for_each_kernel {
 
 macro_rules! ops {
     ($(($op:ident, $name:literal, $file:ident, $params:ident, [$($b:ident),*], $inputs:ident, $summary:literal)),* $(,)?) => {
-        /// A kernel of the registry ([`for_each_kernel!`]).
+        /// A kernel of the registry (`for_each_kernel!`).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Op {
             $(#[doc = $summary] $op,)*

@@ -1,5 +1,5 @@
 //! The uniform `Params` of every kernel as `#[repr(C)]` bytemuck structs, one per WGSL
-//! `struct Params`, member for member. [`params!`] writes each struct and its [`KernelParams`]
+//! `struct Params`, member for member. `params!` writes each struct and its [`KernelParams`]
 //! table of member names and byte offsets; a test (`tests/cpu/kernel_abi.rs`) reads every
 //! kernel's WGSL through naga and checks its `Params` members, offsets and size against these
 //! tables, so a slip on either side fails without a GPU.
@@ -70,7 +70,7 @@ params! {
         pub row_bytes: u32,
         /// Bytes from the start of the weight binding to this dispatch's first row.
         pub w_skip: u32,
-        /// Index in the x binding of x[0][0].
+        /// Index in the x binding of `x[0][0]`.
         pub x_skip: u32,
         /// Index in the y binding of this dispatch's first output.
         pub y_skip: u32,

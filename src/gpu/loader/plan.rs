@@ -258,7 +258,7 @@ pub(crate) fn plan(
                 if n == 0 {
                     if chunk.segments.is_empty() {
                         // Cannot happen: slot_bytes >= one quantum.
-                        return Err(crate::gpu::GpuError::InvalidJob(format!(
+                        return Err(crate::gpu::GpuError::Invariant(format!(
                             "staging slot of {slot_bytes} bytes cannot hold {q} blocks of {format}"
                         ))
                         .into());

@@ -183,7 +183,9 @@ fn submit_all(
     progress: Option<&Progress>,
     in_flight: &mut VecDeque<wgpu::SubmissionIndex>,
 ) -> Result<()> {
-    let stopped = || -> Error { GpuError::Map("the staging readers stopped".into()).into() };
+    let stopped = || -> Error {
+        GpuError::Invariant("the staging readers stopped before sending every chunk".into()).into()
+    };
     for _ in 0..plan.chunks.len() {
         let mut waited = Duration::ZERO;
         let (index, slot) = loop {
@@ -393,7 +395,7 @@ impl Reader<'_> {
             }
             Input::Memory(bytes) => {
                 let raw = mapped(bytes, seg).ok_or_else(|| {
-                    GpuError::InvalidJob("a segment outside the host source".into())
+                    GpuError::Invariant("a segment outside the host source".into())
                 })?;
                 dst.copy_from_slice(raw);
                 Ok(())
@@ -439,7 +441,7 @@ fn outside_map(shard: &Shard) -> Error {
 fn handle<'f>(files: &'f [File], seg: &Segment) -> Result<&'f File> {
     files
         .get(seg.shard)
-        .ok_or_else(|| GpuError::InvalidJob("a direct read without a file handle".into()).into())
+        .ok_or_else(|| GpuError::Invariant("a direct read without a file handle".into()).into())
 }
 
 /// The raw bytes of `seg` as a slice: mapped, or read into `read_buf`.
@@ -456,7 +458,7 @@ fn raw<'s>(
             mapped(shard.bytes(), seg).ok_or_else(|| outside_map(shard))
         }
         Input::Memory(bytes) => mapped(bytes, seg)
-            .ok_or_else(|| GpuError::InvalidJob("a segment outside the host source".into()).into()),
+            .ok_or_else(|| GpuError::Invariant("a segment outside the host source".into()).into()),
         Input::Read(file, files) => {
             let shard = &file.shards()[seg.shard];
             let f = handle(files, seg)?;

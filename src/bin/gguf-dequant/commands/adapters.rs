@@ -37,11 +37,7 @@ pub fn run(args: &AdaptersArgs) -> Result<()> {
     }
     let mut out = render::stdout();
     if adapters.is_empty() {
-        writeln!(
-            out,
-            "no GPU adapters found: {}",
-            gguf_dequant::error::NO_ADAPTER_HINT
-        )?;
+        writeln!(out, "no GPU adapters found: {}", crate::hint::no_adapter())?;
     }
     for a in &adapters {
         let l = &a.limits;

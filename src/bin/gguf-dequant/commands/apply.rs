@@ -1,6 +1,7 @@
-//! `apply`: one kernel (`get_rows`, `matvec`, `matmul`) on one tensor of a GGUF file, inputs from
-//! a `.npy` file, the result written as a float32 `.npy` file; on a GPU adapter (the library's
-//! kernels, `gpu::kernels`) or on the CPU (`ops`, the f64 reference rounded to f32).
+//! `apply`: one kernel of the registry (`get_rows`, `matvec`, `matmul`, `matvec_id`) on one tensor
+//! of a GGUF file, inputs from `.npy` files of the kind the kernel takes, the result written as a
+//! float32 `.npy` file; on a GPU adapter (the library's kernels, `gpu::kernels`) or on the CPU
+//! (`ops::reference`, the f64 reference rounded to f32).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,15 +9,16 @@ use std::time::Instant;
 
 use anyhow::Result;
 use gguf_dequant::gguf::TensorInfo;
+use gguf_dequant::gpu::kernels::{Input as KernelInput, Inputs, Op};
 use gguf_dequant::gpu::loader::{LoadOptions, Residency, WeightLoader};
 use gguf_dequant::gpu::{GpuEngine, GpuError};
 use gguf_dequant::output::{self, OutputFormat, OutputTensor};
 use gguf_dequant::{ops, Backend, DType, Error, GgufFile, Selection};
 
-use crate::args::{ApplyArgs, Op};
+use crate::args::ApplyArgs;
 use crate::backend::{self, DECODE};
-use crate::npy::Npy;
 use crate::render::{describe, printable};
+use gguf_dequant::npy::Npy;
 
 /// What `apply` refuses, naming the file (and tensor) at fault.
 #[derive(Debug, thiserror::Error)]
@@ -41,19 +43,51 @@ pub enum ApplyError {
     },
 }
 
-/// The weight as the kernels see it: N rows of K values.
+/// The weight as the kernels see it: N rows of K values, read by matvec_id as `experts` blocks
+/// of `dims[1]` rows.
 struct Weight<'f> {
     info: &'f TensorInfo,
     k: u64,
     n: u64,
+    experts: u64,
 }
 
-/// X, checked against the weight.
+/// X, checked against the op and the weight.
 enum Input {
     /// Row ids for get_rows.
     Ids(Vec<u32>),
     /// `batch × K` f32 values.
     X { values: Vec<f32>, batch: usize },
+    /// matvec_id: `rows × K` f32 values and `tokens × slots` expert ids.
+    XIds {
+        values: Vec<f32>,
+        ids: Vec<u32>,
+        slots: usize,
+        x_per_slot: bool,
+    },
+}
+
+impl Input {
+    fn kernel_input(&self) -> KernelInput<'_> {
+        match self {
+            Input::Ids(ids) => KernelInput::Ids(ids),
+            Input::X { values, batch } => KernelInput::X {
+                x: values,
+                batch: *batch,
+            },
+            Input::XIds {
+                values,
+                ids,
+                slots,
+                x_per_slot,
+            } => KernelInput::XIds {
+                x: values,
+                ids,
+                slots: *slots,
+                x_per_slot: *x_per_slot,
+            },
+        }
+    }
 }
 
 /// Runs `args.op` and writes Y.
@@ -72,7 +106,10 @@ pub fn run(args: &ApplyArgs) -> Result<()> {
         check_shader(&args.file, info)?;
     }
     check_out(&args.out, &file, &args.input)?;
-    let (input, x_shape) = read_input(&args.input, args.op, &weight)?;
+    if let Some(ids) = &args.ids {
+        output::refuse_input(&args.out, ids)?;
+    }
+    let (input, x_shape) = read_input(args, &weight)?;
     let engine = engine(backend, args.quiet)?;
     if engine.is_some() {
         check_shader(&args.file, info)?;
@@ -80,12 +117,19 @@ pub fn run(args: &ApplyArgs) -> Result<()> {
     let start = Instant::now();
     let y = match &engine {
         Some(engine) => on_gpu(engine, &file, &weight, args.op, &input)?,
-        None => on_cpu(&file, &weight, &input)?,
+        None => on_cpu(&file, &weight, args.op, &input)?,
     };
     let secs = start.elapsed().as_secs_f64();
     let shape = match &input {
         Input::Ids(ids) => vec![ids.len(), weight.k as usize],
         Input::X { batch, .. } => vec![*batch, weight.n as usize],
+        Input::XIds { ids, slots, .. } => {
+            vec![
+                ids.len() / slots,
+                *slots,
+                (weight.n / weight.experts) as usize,
+            ]
+        }
     };
     let out = OutputTensor {
         name: info.name.clone(),
@@ -100,9 +144,9 @@ pub fn run(args: &ApplyArgs) -> Result<()> {
         &|_| Ok(bytemuck::cast_slice::<f32, u8>(&y).to_vec()),
     )?;
     if !args.quiet {
-        let place = match (&engine, args.op) {
+        let place = match (&engine, args.op.inputs()) {
             (Some(e), _) => describe(e),
-            (None, Op::GetRows) => "the CPU (the codec's values)".into(),
+            (None, Inputs::Ids) => "the CPU (the codec's values)".into(),
             (None, _) => "the CPU (f64 reference rounded to f32)".into(),
         };
         eprintln!(
@@ -142,10 +186,12 @@ fn weight<'f>(path: &Path, info: &'f TensorInfo) -> Result<Weight<'f>, ApplyErro
     if usize::try_from(info.n_elements).is_err() {
         return Err(refuse("is too large for this machine".into()));
     }
+    let n = info.n_elements / k;
     Ok(Weight {
         info,
         k,
-        n: info.n_elements / k,
+        n,
+        experts: n / info.dims[1].max(1),
     })
 }
 
@@ -179,67 +225,65 @@ fn check_shader(path: &Path, info: &TensorInfo) -> Result<(), ApplyError> {
     })
 }
 
-/// Reads X and checks it against the op and the weight; returns it and its shape in the file.
-fn read_input(path: &Path, op: Op, w: &Weight<'_>) -> Result<(Input, Vec<u64>)> {
+/// Reads and parses the .npy file at `path`.
+fn read_npy(path: &Path) -> Result<Vec<u8>> {
+    Ok(std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?)
+}
+
+/// Integer ids from `npy` (at `path`), each below `limit` (dimension `dim`, the `what` of tensor
+/// `name`), as u32.
+fn read_ids(
+    path: &Path,
+    npy: &Npy<'_>,
+    (limit, dim, what): (u64, &str, &str),
+    name: &str,
+) -> Result<Vec<u32>> {
     let refuse = |reason: String| ApplyError::Input {
         path: path.to_path_buf(),
         reason,
     };
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+    npy.check_data().map_err(refuse)?;
+    let mut ids = Vec::new();
+    for (i, id) in npy.int_values().into_iter().enumerate() {
+        if id < 0 {
+            return Err(refuse(format!("ids[{i}] = {id} is negative")).into());
+        }
+        if id >= limit as i128 {
+            return Err(refuse(format!(
+                "ids[{i}] = {id} is not below {dim} = {limit}, the {what} of tensor {name}"
+            ))
+            .into());
+        }
+        // Below the limit, which the kernels take as u32 (the GPU refuses larger ones itself).
+        ids.push(
+            u32::try_from(id)
+                .map_err(|_| refuse(format!("ids[{i}] = {id} is larger than the kernels take")))?,
+        );
+    }
+    Ok(ids)
+}
+
+/// X: float32 rows of K values, `[rows, K]` or `[K]`; returns the values and the rows.
+fn read_x(path: &Path, npy: &Npy<'_>, op: Op, w: &Weight<'_>) -> Result<(Vec<f32>, usize)> {
+    let refuse = |reason: String| ApplyError::Input {
         path: path.to_path_buf(),
-        source,
-    })?;
-    let npy = Npy::parse(&bytes).map_err(refuse)?;
+        reason,
+    };
     let descr = &npy.descr;
     let name = format!("{:?}", w.info.name);
-    if op == Op::GetRows {
-        if !descr.is_integer() {
-            return Err(refuse(format!(
-                "ids are {} ({}); get_rows takes a 1-D array of an integer dtype",
-                descr.numpy_name(),
-                descr.text
-            ))
-            .into());
-        }
-        if npy.shape.len() != 1 {
-            return Err(refuse(format!(
-                "ids have shape {:?}; get_rows takes a 1-D array",
-                npy.shape
-            ))
-            .into());
-        }
-        npy.check_data().map_err(refuse)?;
-        let mut ids = Vec::new();
-        for (i, id) in npy.int_values().into_iter().enumerate() {
-            if id < 0 {
-                return Err(refuse(format!("ids[{i}] = {id} is negative")).into());
-            }
-            if id >= w.n as i128 {
-                return Err(refuse(format!(
-                    "ids[{i}] = {id} is not below N = {}, the rows of tensor {name}",
-                    w.n
-                ))
-                .into());
-            }
-            // Below N, which the kernels take as u32 (the GPU refuses larger N itself).
-            ids.push(
-                u32::try_from(id).map_err(|_| {
-                    refuse(format!("ids[{i}] = {id} is larger than the kernels take"))
-                })?,
-            );
-        }
-        return Ok((Input::Ids(ids), npy.shape));
-    }
     if !descr.is_f32() {
         return Err(refuse(format!(
             "X is {} ({}); {} takes float32 (<f4): convert it with x.astype(numpy.float32)",
             descr.numpy_name(),
-            descr.text,
+            printable(&descr.text),
             op.name()
         ))
         .into());
     }
-    let batch = match npy.shape[..] {
+    let rows = match npy.shape[..] {
         [k] if k == w.k => 1,
         [b, k] if k == w.k => b,
         [k] | [_, k] => {
@@ -259,13 +303,105 @@ fn read_input(path: &Path, op: Op, w: &Weight<'_>) -> Result<(Input, Vec<u64>)> 
             .into())
         }
     };
-    if batch == 0 {
+    if rows == 0 {
         return Err(refuse(format!("X has shape {:?}: no rows", npy.shape)).into());
     }
     npy.check_data().map_err(refuse)?;
-    let batch = usize::try_from(batch).map_err(|_| refuse("X has too many rows".into()))?;
-    let values = npy.f32_values();
-    Ok((Input::X { values, batch }, npy.shape))
+    let rows = usize::try_from(rows).map_err(|_| refuse("X has too many rows".into()))?;
+    Ok((npy.f32_values(), rows))
+}
+
+/// Reads the op's inputs (`--input`, and `--ids` for matvec_id) and checks them against the op
+/// and the weight; returns them and X's shape in the file.
+fn read_input(args: &ApplyArgs, w: &Weight<'_>) -> Result<(Input, Vec<u64>)> {
+    let (op, path) = (args.op, args.input.as_path());
+    let refuse = |path: &Path, reason: String| ApplyError::Input {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if let (Some(ids), false) = (&args.ids, op.inputs() == Inputs::XIds) {
+        return Err(refuse(ids, format!("--ids is for matvec_id; {op} takes none")).into());
+    }
+    let bytes = read_npy(path)?;
+    let npy = Npy::parse(&bytes).map_err(|e| refuse(path, e))?;
+    let name = format!("{:?}", w.info.name);
+    let input = match op.inputs() {
+        Inputs::Ids => {
+            if !npy.descr.is_integer() {
+                return Err(refuse(
+                    path,
+                    format!(
+                        "ids are {} ({}); {op} takes a 1-D array of an integer dtype",
+                        npy.descr.numpy_name(),
+                        printable(&npy.descr.text)
+                    ),
+                )
+                .into());
+            }
+            if npy.shape.len() != 1 {
+                return Err(refuse(
+                    path,
+                    format!("ids have shape {:?}; {op} takes a 1-D array", npy.shape),
+                )
+                .into());
+            }
+            Input::Ids(read_ids(path, &npy, (w.n, "N", "rows"), &name)?)
+        }
+        Inputs::X => {
+            let (values, batch) = read_x(path, &npy, op, w)?;
+            Input::X { values, batch }
+        }
+        Inputs::XIds => {
+            let (values, rows) = read_x(path, &npy, op, w)?;
+            let Some(ids_path) = &args.ids else {
+                return Err(refuse(path, format!("{op} also needs --ids IDS.npy")).into());
+            };
+            let ids_bytes = read_npy(ids_path)?;
+            let ids_npy = Npy::parse(&ids_bytes).map_err(|e| refuse(ids_path, e))?;
+            let slots = match (ids_npy.descr.is_integer(), &ids_npy.shape[..]) {
+                (true, [_]) => 1,
+                (true, [_, s]) if *s > 0 => *s,
+                _ => {
+                    return Err(refuse(
+                        ids_path,
+                        format!(
+                            "ids are {} of shape {:?}; {op} takes [tokens, slots] or [tokens] of \
+                             an integer dtype",
+                            ids_npy.descr.numpy_name(),
+                            ids_npy.shape
+                        ),
+                    )
+                    .into())
+                }
+            };
+            let ids = read_ids(ids_path, &ids_npy, (w.experts, "E", "experts"), &name)?;
+            let slots =
+                usize::try_from(slots).map_err(|_| refuse(ids_path, "too many slots".into()))?;
+            let tokens = ids.len() / slots;
+            let x_per_slot = match rows {
+                r if r == tokens => false,
+                r if r == ids.len() => true,
+                r => {
+                    return Err(refuse(
+                        path,
+                        format!(
+                            "X has {r} rows; with ids of {tokens} tokens × {slots} slots {op} \
+                             takes {tokens} (one per token) or {} (one per token and slot)",
+                            ids.len()
+                        ),
+                    )
+                    .into())
+                }
+            };
+            Input::XIds {
+                values,
+                ids,
+                slots,
+                x_per_slot,
+            }
+        }
+    };
+    Ok((input, npy.shape))
 }
 
 /// The engine for `backend`, or `None` for the CPU. `auto` without any adapter falls back to the
@@ -300,23 +436,19 @@ fn on_gpu(
     let model = loader.load(file, &Selection::names([name.clone()]), Residency::Raw)?;
     let t = model
         .get(name)
-        .ok_or_else(|| anyhow::anyhow!("the loader did not load tensor {name:?}"))?;
-    // read_input gives ids exactly for get_rows.
-    Ok(match input {
-        Input::Ids(ids) => engine.get_rows(t, ids)?,
-        Input::X { values, batch } if op == Op::Matmul => engine.matmul(t, values, *batch)?,
-        Input::X { values, batch } => engine.matvec(t, values, *batch)?,
-    })
+        .ok_or_else(|| GpuError::Invariant(format!("the loader did not load tensor {name:?}")))?;
+    Ok(engine.run(op, t, &input.kernel_input())?)
 }
 
 /// The CPU reference: the codec's rows, or f64 sums rounded to f32.
-fn on_cpu(file: &GgufFile, w: &Weight<'_>, input: &Input) -> Result<Vec<f32>> {
+fn on_cpu(file: &GgufFile, w: &Weight<'_>, op: Op, input: &Input) -> Result<Vec<f32>> {
     let blocks = file.tensor_data(w.info);
-    let k = w.k as usize;
-    Ok(match input {
-        Input::Ids(ids) => ops::get_rows(w.info.format, blocks, k, ids)?,
-        Input::X { values, batch } => {
-            ops::mul_mat(w.info.format, blocks, k, values, *batch)?.to_f32()
-        }
-    })
+    let r = ops::reference(
+        op,
+        w.info.format,
+        blocks,
+        &w.info.dims,
+        &input.kernel_input(),
+    )?;
+    Ok(r.to_f32())
 }

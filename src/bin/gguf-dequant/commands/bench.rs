@@ -7,8 +7,9 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use gguf_dequant::bench::kernels::{KernelConfig, KernelOp, WeightShape, DEFAULT_SHAPES};
+use gguf_dequant::bench::kernels::{KernelConfig, WeightShape, DEFAULT_SHAPES};
 use gguf_dequant::bench::{self, BenchAdapter, BenchConfig};
+use gguf_dequant::gpu::kernels::Op;
 use gguf_dequant::{Backend, DType, Format, GgufFile};
 
 use crate::args::BenchArgs;
@@ -168,13 +169,20 @@ fn kernels(args: &BenchArgs) -> Result<KernelConfig> {
         return Ok(config);
     };
     if list.trim().eq_ignore_ascii_case("all") {
-        config.ops = KernelOp::ALL.to_vec();
+        config.ops = Op::ALL.to_vec();
     } else {
         for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match KernelOp::from_name(name) {
+            match Op::from_name(name) {
                 Some(k) if !config.ops.contains(&k) => config.ops.push(k),
                 Some(_) => {}
-                None => bail!("--kernels: unknown kernel `{name}` (matvec, matmul, get_rows, all)"),
+                None => bail!(
+                    "--kernels: unknown kernel `{name}` ({}, all)",
+                    Op::ALL
+                        .iter()
+                        .map(|o| o.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             }
         }
         if config.ops.is_empty() {

@@ -41,7 +41,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let model = loader.load(&file, &selection, args.dtype)?;
     bar.finish();
     let r = model.report().clone();
-    let peak_rss = loader::peak_rss_bytes();
+    let peak_rss = gguf_dequant::sys::peak_rss_bytes();
     // Measured right after the load, in the same machine state, once the model is gone: the
     // device has room again, the peak memory stays the load's, and what the load freed can only
     // make the rooflines faster, never the load (measured first, their freed memory would speed
@@ -134,7 +134,7 @@ fn run_on_devices(args: &LoadArgs, devices: &Devices) -> Result<()> {
     };
     let figures = Figures {
         device_seconds,
-        peak_rss: loader::peak_rss_bytes(),
+        peak_rss: gguf_dequant::sys::peak_rss_bytes(),
         rooflines: None,
         from_disk: args.cold || args.source == Source::Direct,
     };

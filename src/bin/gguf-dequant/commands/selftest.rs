@@ -23,7 +23,7 @@ pub fn run(args: &SelftestArgs) -> Result<()> {
         Ok(engines) => engines,
         Err(e) => {
             if !args.json {
-                match e.hint() {
+                match crate::hint::hint(&e) {
                     Some(hint) => eprintln!("note: {e} (hint: {hint})"),
                     None => eprintln!("note: {e}"),
                 }

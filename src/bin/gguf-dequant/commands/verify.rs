@@ -17,7 +17,7 @@ use crate::render::{self, describe, printable};
 /// Verifies `args.file` (with `--op`, its kernels: [`super::verify_kernels`]); an error when any
 /// tensor differs.
 pub fn run(args: &VerifyArgs) -> Result<()> {
-    if let Some(op) = args.op {
+    if let Some(op) = &args.op {
         return super::verify_kernels::run(args, op);
     }
     let backend = backend::choose(args.backend, GPU)?;

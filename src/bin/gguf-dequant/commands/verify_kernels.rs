@@ -1,10 +1,12 @@
-//! `verify --op`: the inference kernels (`gpu::kernels`) on every matrix of a file, with seeded
-//! random inputs, against the CPU f64 reference (`ops`), within the f32 accuracy contract
-//! `|y − y_ref| ≤ K·2⁻²³·Σ|w·x|` (get_rows: bit for bit).
+//! `verify --op`: the inference kernels (`gpu::kernels`, any of the registry's) on every matrix
+//! of a file, with seeded random inputs of the kind each takes, against the CPU f64 reference
+//! (`ops::reference`), within the f32 accuracy contract `|y − y_ref| ≤ K·2⁻²³·Σ|w·x|` (get_rows:
+//! bit for bit).
 //!
-//! A tensor of 2 or more dims is N rows of K = dims[0] values (more dims folded into rows). One
-//! with more than `--max-rows` rows is checked on a contiguous run of that many rows at a seeded
-//! position, uploaded as a tensor of its own; the report names the run.
+//! A tensor of 2 or more dims is N rows of K = dims[0] values (more dims folded into rows;
+//! matvec_id reads them as experts, a matrix as one). One with more than `--max-rows` rows is
+//! checked on a contiguous run of that many rows at a seeded position, uploaded as a tensor of
+//! its own (`[K, rows]`); the report names the run.
 
 use std::io::Write;
 use std::ops::Range;
@@ -12,12 +14,13 @@ use std::ops::Range;
 use anyhow::{bail, Result};
 use gguf_dequant::formats::sample::Rng;
 use gguf_dequant::gguf::TensorInfo;
+use gguf_dequant::gpu::kernels::{Input, Inputs, Op};
 use gguf_dequant::gpu::loader::ResidentTensor;
 use gguf_dequant::gpu::{GpuEngine, GpuError};
 use gguf_dequant::{ops, Error, GgufFile};
 use serde_json::{json, Value as Json};
 
-use crate::args::{Op, VerifyArgs, VerifyOp};
+use crate::args::{KernelChoice, VerifyArgs};
 use crate::backend::{self, GPU};
 use crate::progress::Progress;
 use crate::render::{self, describe, printable};
@@ -28,6 +31,10 @@ const MATVEC_BATCHES: &[usize] = &[1, 3];
 const MATMUL_BATCHES: &[usize] = &[17];
 /// Random ids gathered besides 0 and N − 1.
 const RANDOM_IDS: usize = 6;
+/// Tokens and slots of the matvec_id checks (each token's x broadcast to its slots, then one x
+/// per slot).
+const ID_TOKENS: usize = 3;
+const ID_SLOTS: usize = 2;
 
 /// One kernel on one tensor.
 struct Check {
@@ -40,6 +47,8 @@ struct Check {
     max_fraction: f64,
     /// Values beyond the bound (get_rows: values whose bits differ).
     failures: u64,
+    /// Compared bit for bit (the reference is exact) rather than within the bound.
+    exact: bool,
     /// The kernel refused the tensor (a shape or a size it cannot take).
     error: Option<String>,
 }
@@ -52,6 +61,7 @@ impl Check {
             values: 0,
             max_fraction: 0.0,
             failures: 0,
+            exact: false,
             error: None,
         }
     }
@@ -90,11 +100,11 @@ impl TensorReport<'_> {
 }
 
 /// Runs the kernels of `op` on every matrix of `args.file`; an error when any check fails.
-pub fn run(args: &VerifyArgs, op: VerifyOp) -> Result<()> {
+pub fn run(args: &VerifyArgs, op: &KernelChoice) -> Result<()> {
     let backend = backend::choose(args.backend, GPU)?;
     let file = GgufFile::open(&args.file)?;
     let engine = GpuEngine::new(backend)?;
-    let ops = op.ops();
+    let ops = &op.ops[..];
     let bar = Progress::steps(args.report.quiet, args.report.json);
     let n = file.tensors().len() as u64;
     let mut reports = Vec::with_capacity(file.tensors().len());
@@ -114,7 +124,7 @@ pub fn run(args: &VerifyArgs, op: VerifyOp) -> Result<()> {
         let entries: Vec<Json> = reports.iter().flat_map(|r| report_json(r, ops)).collect();
         render::print_json(&json!({
             "file": render::path_json(&args.file), "backend": backend, "adapter": adapter,
-            "op": op.name(), "seed": args.seed, "max_rows": args.max_rows, "ok": bad == 0,
+            "op": op.name, "seed": args.seed, "max_rows": args.max_rows, "ok": bad == 0,
             "checks": entries,
         }))?;
     } else {
@@ -199,12 +209,7 @@ fn check_tensor<'f>(
     if let Some(w) = weight {
         for &op in ops {
             let mut r = rng(args.seed, index, 1 + op as u64);
-            let check = match op {
-                Op::Matvec => mul_check(engine, &w, sub, op, MATVEC_BATCHES, &mut r)?,
-                Op::Matmul => mul_check(engine, &w, sub, op, MATMUL_BATCHES, &mut r)?,
-                Op::GetRows => rows_check(engine, &w, sub, m, &mut r)?,
-            };
-            report.checks.push(check);
+            report.checks.push(check_op(engine, &w, sub, op, &mut r)?);
         }
     }
     file.release_tensor(t, from, len);
@@ -220,25 +225,87 @@ fn refused(e: &Error) -> bool {
     )
 }
 
-/// matvec or matmul with `batches` columns of random X, against `ops::mul_mat`.
-fn mul_check(
+/// One call's inputs, owned.
+enum Owned {
+    X(Vec<f32>, usize),
+    Ids(Vec<u32>),
+    XIds(Vec<f32>, Vec<u32>, bool),
+}
+
+impl Owned {
+    fn input(&self) -> Input<'_> {
+        match self {
+            Owned::X(x, batch) => Input::X { x, batch: *batch },
+            Owned::Ids(ids) => Input::Ids(ids),
+            Owned::XIds(x, ids, x_per_slot) => Input::XIds {
+                x,
+                ids,
+                slots: ID_SLOTS,
+                x_per_slot: *x_per_slot,
+            },
+        }
+    }
+
+    /// The batch the report names: columns, ids, or tokens × slots.
+    fn batch(&self) -> usize {
+        match self {
+            Owned::X(_, batch) => *batch,
+            Owned::Ids(ids) => ids.len(),
+            Owned::XIds(_, ids, _) => ids.len(),
+        }
+    }
+}
+
+/// The seeded inputs `op` is checked with on `w`: X of a few column counts; ids 0, N − 1 and
+/// random ones; expert ids over the tensor's experts (dims past the second; a matrix is one)
+/// with x per token and then per slot.
+fn inputs(op: Op, w: &ResidentTensor, rng: &mut Rng) -> Vec<Owned> {
+    let k = w.dims[0] as usize;
+    let rows = w.n_elements / w.dims[0];
+    let x = |n: usize, rng: &mut Rng| (0..n * k).map(|_| uniform(rng)).collect::<Vec<f32>>();
+    match op.inputs() {
+        Inputs::X => {
+            let batches = if op == Op::MatMul {
+                MATMUL_BATCHES
+            } else {
+                MATVEC_BATCHES
+            };
+            batches.iter().map(|&b| Owned::X(x(b, rng), b)).collect()
+        }
+        Inputs::Ids => {
+            let mut ids = vec![0, (rows - 1) as u32];
+            ids.extend((0..RANDOM_IDS).map(|_| (rng.next_u64() % rows) as u32));
+            vec![Owned::Ids(ids)]
+        }
+        Inputs::XIds => {
+            let experts = rows / w.dims.get(1).copied().unwrap_or(1).max(1);
+            let pairs = ID_TOKENS * ID_SLOTS;
+            let mut ids = vec![0, (experts - 1) as u32];
+            ids.extend((2..pairs).map(|_| (rng.next_u64() % experts) as u32));
+            [false, true]
+                .into_iter()
+                .map(|per_slot| {
+                    let n = if per_slot { pairs } else { ID_TOKENS };
+                    Owned::XIds(x(n, rng), ids.clone(), per_slot)
+                })
+                .collect()
+        }
+    }
+}
+
+/// `op` on `w` with its seeded inputs, against `ops::reference` on the same blocks.
+fn check_op(
     engine: &GpuEngine,
     w: &ResidentTensor,
     blocks: &[u8],
     op: Op,
-    batches: &[usize],
     rng: &mut Rng,
 ) -> Result<Check> {
-    let k = w.dims[0] as usize;
     let mut c = Check::new(op);
-    for &batch in batches {
-        c.batches.push(batch);
-        let x: Vec<f32> = (0..batch * k).map(|_| uniform(rng)).collect();
-        let got = match op {
-            Op::Matmul => engine.matmul(w, &x, batch),
-            _ => engine.matvec(w, &x, batch),
-        };
-        let got = match got {
+    for owned in inputs(op, w, rng) {
+        let input = owned.input();
+        c.batches.push(owned.batch());
+        let got = match engine.run(op, w, &input) {
             Ok(g) => g,
             Err(e) if refused(&e) => {
                 c.error = Some(e.to_string());
@@ -246,56 +313,19 @@ fn mul_check(
             }
             Err(e) => return Err(e.into()),
         };
-        let want = ops::mul_mat(w.format, blocks, k, &x, batch)?;
-        if got.len() != want.y.len() {
+        let want = ops::reference(op, w.format, blocks, &w.dims, &input)?;
+        c.exact = matches!(want, ops::Reference::Exact(_));
+        if got.len() != want.len() {
             bail!(
-                "{}: {} returned {} values, not {}",
+                "{}: {op} returned {} values, not {}",
                 w.name,
-                op.name(),
                 got.len(),
-                want.y.len()
+                want.len()
             );
         }
         for (i, &g) in got.iter().enumerate() {
             c.add(want.fraction(i, g));
         }
-    }
-    Ok(c)
-}
-
-/// get_rows of ids 0, N − 1 and random ones, bit for bit against `ops::get_rows` (two NaNs equal).
-fn rows_check(
-    engine: &GpuEngine,
-    w: &ResidentTensor,
-    blocks: &[u8],
-    rows: u64,
-    rng: &mut Rng,
-) -> Result<Check> {
-    let k = w.dims[0] as usize;
-    let mut ids = vec![0, (rows - 1) as u32];
-    ids.extend((0..RANDOM_IDS).map(|_| (rng.next_u64() % rows) as u32));
-    let mut c = Check::new(Op::GetRows);
-    c.batches.push(ids.len());
-    let got = match engine.get_rows(w, &ids) {
-        Ok(g) => g,
-        Err(e) if refused(&e) => {
-            c.error = Some(e.to_string());
-            return Ok(c);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let want = ops::get_rows(w.format, blocks, k, &ids)?;
-    if got.len() != want.len() {
-        bail!(
-            "{}: get_rows returned {} values, not {}",
-            w.name,
-            got.len(),
-            want.len()
-        );
-    }
-    for (g, r) in got.iter().zip(&want) {
-        let same = g.to_bits() == r.to_bits() || (g.is_nan() && r.is_nan());
-        c.add(if same { 0.0 } else { f64::INFINITY });
     }
     Ok(c)
 }
@@ -351,16 +381,16 @@ fn extend(j: &mut Json, more: Json) {
     }
 }
 
-/// A check's cell: the largest fraction, `exact` for get_rows, or FAIL.
+/// A check's cell: the largest fraction, `exact` for a bit-exact kernel, or FAIL.
 fn cell(c: &Check) -> String {
     if c.error.is_some() {
         return "FAIL refused".into();
     }
-    let value = match (c.op, c.max_fraction) {
-        (Op::GetRows, _) if c.failures == 0 => "exact".to_string(),
-        (Op::GetRows, _) => format!("{} differ", c.failures),
-        (_, f) if f.is_infinite() => "inf".to_string(),
-        (_, f) => format!("{f:.4}"),
+    let value = match (c.exact, c.max_fraction) {
+        (true, _) if c.failures == 0 => "exact".to_string(),
+        (true, _) => format!("{} differ", c.failures),
+        (false, f) if f.is_infinite() => "inf".to_string(),
+        (false, f) => format!("{f:.4}"),
     };
     if c.ok() {
         value
@@ -447,9 +477,19 @@ fn write_table(
         let worst = checked
             .iter()
             .flat_map(|r| &r.checks)
-            .filter(|c| c.op != Op::GetRows)
+            .filter(|c| !c.exact)
             .map(|c| c.max_fraction)
             .fold(0.0, f64::max);
+        let exact: Vec<&str> = ops
+            .iter()
+            .filter(|&&o| {
+                checked
+                    .iter()
+                    .flat_map(|r| &r.checks)
+                    .any(|c| c.op == o && c.exact)
+            })
+            .map(|o| o.name())
+            .collect();
         let skipped = reports.len() - checked.len();
         let sub = checked.iter().filter(|r| r.subsampled()).count();
         let names: Vec<&str> = ops.iter().map(|o| o.name()).collect();
@@ -461,11 +501,11 @@ fn write_table(
             checked.len(),
             describe(engine)
         )?;
-        if ops.iter().any(|&o| o != Op::GetRows) {
+        if exact.len() < ops.len() {
             write!(out, " (largest fraction {worst:.4})")?;
         }
-        if ops.contains(&Op::GetRows) {
-            write!(out, ", get_rows bit-exact")?;
+        if !exact.is_empty() {
+            write!(out, ", {} bit-exact", exact.join(", "))?;
         }
         write!(out, "; {skipped} tensors skipped")?;
         if sub > 0 {

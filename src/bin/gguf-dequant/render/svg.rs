@@ -8,7 +8,7 @@ use std::path::Path;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use gguf_dequant::bench::kernels::KernelOp;
+use gguf_dequant::gpu::kernels::Op;
 
 use super::bench::{adapter_label, gpu_pairs, kernel_keys, several_hosts, KernelRow, Report, Row};
 
@@ -126,8 +126,9 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
     }
     let all: Vec<&Report> = reports.iter().map(|(_, r)| r).collect();
     let keys = kernel_keys(&all);
-    let ops: Vec<KernelOp> = KernelOp::ALL
-        .into_iter()
+    let ops: Vec<Op> = Op::ALL
+        .iter()
+        .copied()
         .filter(|op| keys.iter().any(|k| k.1 == op.name()))
         .collect();
     if dtypes.is_empty() && ops.is_empty() {
@@ -159,9 +160,12 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
             .copied()
             .filter(|s| keys.iter().any(|k| row(s, k).is_some()))
             .collect();
-        let bar = |r: &KernelRow| match op {
-            KernelOp::MatMul => r.gflops,
-            _ => r.gb_per_s,
+        let bar = |r: &KernelRow| {
+            if op.bandwidth_bound() {
+                r.gb_per_s
+            } else {
+                r.gflops
+            }
         };
         let unfused = |r: &KernelRow| {
             r.unfused_seconds
@@ -169,26 +173,28 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
                 .map(|t| r.weight_bytes as f64 / t / 1e9)
         };
         let (y_min, y_max) = log_range(gpu_series.iter().flat_map(|s| {
-            keys.iter()
-                .filter_map(|key| row(s, key))
-                .flat_map(|r| match op {
-                    KernelOp::MatMul => vec![r.gflops],
-                    _ => vec![
+            keys.iter().filter_map(|key| row(s, key)).flat_map(|r| {
+                if op.bandwidth_bound() {
+                    vec![
                         r.gb_per_s,
                         r.copy_gb_per_s,
                         r.shader_copy_gb_per_s,
                         unfused(r),
-                    ],
-                })
+                    ]
+                } else {
+                    vec![r.gflops]
+                }
+            })
         }));
         let caption = match op {
-            KernelOp::MatVec => {
-                "matvec: GB/s of weights read, log scale; dashed: buffer copy, solid: shader \
-                 copy; circle: dequantise to f16 + f16 matvec"
-                    .to_string()
-            }
-            KernelOp::MatMul => "matmul: GFLOPS (2·K·N·batch / time), log scale".to_string(),
-            KernelOp::GetRows => "get_rows: GB/s of (rows read + f32 written), log scale; dashed: \
+            Op::MatVec => "matvec: GB/s of weights read, log scale; dashed: buffer copy, solid: \
+                 shader copy; circle: dequantise to f16 + f16 matvec"
+                .to_string(),
+            Op::MatMul => "matmul: GFLOPS (2·K·N·batch / time), log scale".to_string(),
+            Op::GetRows => "get_rows: GB/s of (rows read + f32 written), log scale; dashed: \
+                 buffer copy, solid: shader copy"
+                .to_string(),
+            Op::MatVecId => "matvec_id: GB/s of the experts' weights read, log scale; dashed: \
                  buffer copy, solid: shader copy"
                 .to_string(),
         };
@@ -202,10 +208,10 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(0)
-            .y_desc(if op == KernelOp::MatMul {
-                "GFLOPS"
-            } else {
+            .y_desc(if op.bandwidth_bound() {
                 "GB/s"
+            } else {
+                "GFLOPS"
             })
             .draw()?;
         chart.draw_series(keys.iter().enumerate().map(|(i, k)| {
@@ -242,7 +248,7 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
                 Some(Circle::new((x, v), 5, BLACK.stroke_width(2)))
             }))?;
         }
-        if op != KernelOp::MatMul {
+        if op.bandwidth_bound() {
             for s in &gpu_series {
                 for (i, key) in keys.iter().enumerate() {
                     let Some(r) = row(s, key) else { continue };
@@ -354,7 +360,7 @@ fn draw(reports: &[(String, Report)], path: &Path) -> DrawResult {
             y += 24;
         }
     }
-    if ops.contains(&KernelOp::MatVec) {
+    if ops.contains(&Op::MatVec) {
         legend.draw(&Circle::new((18, y), 5, BLACK.stroke_width(2)))?;
         legend.draw(&Text::new(
             "matvec unfused: dequantise to f16 + f16 matvec",

@@ -36,16 +36,16 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 
-use super::measure::{gbps, median_of, time_gpu, BenchAdapter, GpuFigures};
-use super::rotation::{plan_rotation, Rotation, HOST_CAP};
-use crate::formats::sample::{normal_blocks, Rng};
-use crate::gpu::kernels::{GetRowsJob, MulMatJob, Operand, MATVEC_MAX_BATCH};
-use crate::gpu::loader::ResidentTensor;
+use super::rotation::Rotation;
+use super::timing::{gbps, GpuFigures};
+use crate::gpu::kernels::{Op, MATVEC_MAX_BATCH};
 use crate::gpu::timing::Timing;
-use crate::gpu::{buffers, roofline, DequantJob, GpuError};
-use crate::{DType, Format, Result};
+use crate::gpu::GpuError;
+use crate::{Format, Result};
+
+mod measure;
+pub(super) use measure::KernelRun;
 
 /// Columns of the matmul rows on a GPU (a prompt of 512 tokens).
 pub const DEFAULT_MATMUL_BATCH: u32 = 512;
@@ -57,43 +57,12 @@ pub const DEFAULT_GET_ROWS: u32 = 512;
 /// The most bytes of distinct output buffers one kernel measurement keeps alive; past it the
 /// outputs are reused cyclically.
 pub const OUTPUT_POOL: u64 = 256 << 20;
-
-/// A kernel `bench` times.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KernelOp {
-    /// `y = W x` for 1 to 8 columns ([`crate::gpu::GpuEngine::record_matvec`]).
-    MatVec,
-    /// The tiled `Y = W X` ([`crate::gpu::GpuEngine::record_matmul`]).
-    MatMul,
-    /// Row gather to f32 ([`crate::gpu::GpuEngine::record_get_rows`]).
-    GetRows,
-}
-
-impl KernelOp {
-    /// Every kernel, in the report's order.
-    pub const ALL: [KernelOp; 3] = [KernelOp::MatVec, KernelOp::MatMul, KernelOp::GetRows];
-
-    /// `matvec`, `matmul`, `get_rows`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            KernelOp::MatVec => "matvec",
-            KernelOp::MatMul => "matmul",
-            KernelOp::GetRows => "get_rows",
-        }
-    }
-
-    /// The kernel of a [`KernelOp::name`] (ASCII case ignored; `get-rows` too).
-    pub fn from_name(name: &str) -> Option<KernelOp> {
-        let name = name.trim().to_ascii_lowercase().replace('-', "_");
-        KernelOp::ALL.into_iter().find(|k| k.name() == name)
-    }
-}
-
-impl fmt::Display for KernelOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// Experts the matvec_id rows read a weight of shape `K × N` as: `[K, N / 8, 8]`.
+pub const MOE_EXPERTS: u64 = 8;
+/// Experts each token of the matvec_id rows uses (one token per call, ids random per call).
+pub const MOE_SLOTS: u32 = 2;
+/// Calls [`RecordingCost`] records per way, after one untimed warm-up.
+pub const RECORDING_CALLS: usize = 64;
 
 /// A weight's shape in ggml order: `N` rows of `K` values (dims `[K, N]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -162,7 +131,7 @@ impl FromStr for WeightShape {
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelConfig {
     /// The kernels; empty: no kernel rows (the default).
-    pub ops: Vec<KernelOp>,
+    pub ops: Vec<Op>,
     /// Weight shapes ([`DEFAULT_SHAPES`] by default).
     pub shapes: Vec<WeightShape>,
     /// Columns of the matvec rows, each 1..=8 (one row per batch); `[1]` by default.
@@ -196,7 +165,7 @@ impl KernelConfig {
         if self.shapes.is_empty() {
             return Err(bad("kernels: no weight shape".into()));
         }
-        if self.ops.contains(&KernelOp::MatVec) {
+        if self.ops.contains(&Op::MatVec) {
             if self.matvec_batches.is_empty() {
                 return Err(bad("matvec: no batch".into()));
             }
@@ -214,6 +183,18 @@ impl KernelConfig {
             return Err(bad(
                 "matmul columns and get_rows rows must be positive".into()
             ));
+        }
+        if self.ops.contains(&Op::MatVecId) {
+            if let Some(s) = self
+                .shapes
+                .iter()
+                .find(|s| !s.n.is_multiple_of(MOE_EXPERTS))
+            {
+                return Err(bad(format!(
+                    "shape {s}: matvec_id reads N = {} rows as {MOE_EXPERTS} experts; N must be a multiple of {MOE_EXPERTS}",
+                    s.n
+                )));
+            }
         }
         for &f in formats.iter().filter(|f| f.has_shader()) {
             let elems = f.block_elems() as u64;
@@ -236,7 +217,7 @@ impl KernelConfig {
             .ops
             .iter()
             .map(|op| match op {
-                KernelOp::MatVec => self.matvec_batches.len() as u64,
+                Op::MatVec => self.matvec_batches.len() as u64,
                 _ => 1,
             })
             .sum::<u64>()
@@ -278,7 +259,7 @@ pub struct KernelResult {
     /// The weight's format.
     pub format: Format,
     /// The kernel.
-    pub op: KernelOp,
+    pub op: Op,
     /// The weight's shape.
     pub shape: WeightShape,
     /// matvec, matmul: columns of X; get_rows: rows gathered per call.
@@ -302,6 +283,43 @@ pub struct KernelResult {
     pub dequant: GpuFigures,
     /// matvec of every format but F16: dequantise to f16, then the f16 matvec.
     pub unfused: Option<Unfused>,
+    /// The CPU cost of recording one call, the one-shot way and with a kept recorder.
+    pub recording: RecordingCost,
+}
+
+/// The CPU side of one call: what recording it costs and creates, two ways, each over
+/// [`RECORDING_CALLS`] calls after a warm-up, recorded and never submitted.
+///
+/// * **One-shot** (`GpuEngine::record_job`, as every `record_*` call was before the recorder): a
+///   recorder of its own per call, so a uniform buffer, its bind group, the storage bind groups
+///   and a compute pass every time.
+/// * **Kept** ([`crate::gpu::kernels::Recorder`], as an engine records step after step): every
+///   call into one compute pass, then `finish`, on a recorder that recorded the same calls
+///   before (a steady-state step).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RecordingCost {
+    /// Dispatches one call records.
+    pub dispatches: u64,
+    /// CPU seconds to record one call the one-shot way.
+    pub one_shot_seconds: f64,
+    /// wgpu objects the kernel layer created per call the one-shot way.
+    pub one_shot_objects: f64,
+    /// CPU seconds to record one call with the kept recorder.
+    pub kept_seconds: f64,
+    /// wgpu objects the kernel layer created in the whole steady-state step.
+    pub kept_objects: u64,
+}
+
+impl RecordingCost {
+    /// Kept recording's CPU seconds per dispatch.
+    pub fn kept_per_dispatch(&self) -> f64 {
+        self.kept_seconds / self.dispatches.max(1) as f64
+    }
+
+    /// One-shot recording's CPU seconds per dispatch.
+    pub fn one_shot_per_dispatch(&self) -> f64 {
+        self.one_shot_seconds / self.dispatches.max(1) as f64
+    }
 }
 
 impl KernelResult {
@@ -334,7 +352,12 @@ impl KernelResult {
     }
 
     fn bandwidth_bound(&self) -> bool {
-        self.op != KernelOp::MatMul
+        self.op.bandwidth_bound()
+    }
+
+    /// Kept recording's CPU time over the call's GPU time: the share recording adds to a step.
+    pub fn recording_share(&self) -> f64 {
+        self.recording.kept_seconds / self.seconds.max(1e-12)
     }
 
     /// `gb_per_s / copy_gb_per_s`; `None` for matmul.
@@ -361,16 +384,6 @@ impl KernelResult {
     }
 }
 
-/// What one adapter × format × shape measures with, and how.
-pub(super) struct KernelRun<'a> {
-    pub adapter: &'a BenchAdapter,
-    pub index: usize,
-    pub config: &'a KernelConfig,
-    pub target: u64,
-    pub warmup: usize,
-    pub runs: usize,
-}
-
 /// Bytes one matmul of `batch` columns on a weight of `shape` (`weight_bytes`) loads and stores,
 /// for a kernel covering `tile = (rows, columns)` per pass ([`crate::gpu::GpuEngine::matmul_tile`]):
 /// the weight once per column pass, X once per row pass, Y once.
@@ -381,331 +394,10 @@ pub fn matmul_traffic(shape: WeightShape, weight_bytes: u64, batch: u32, tile: (
         + 4 * shape.n * batch
 }
 
-/// `y = weight · x` over whole buffers, `batch` columns.
-fn whole_job<'a>(
-    weight: &'a ResidentTensor,
-    x: &'a wgpu::Buffer,
-    y: &'a wgpu::Buffer,
-    batch: u32,
-) -> MulMatJob<'a> {
-    MulMatJob {
-        weight,
-        x: Operand::whole(x),
-        y: Operand::whole(y),
-        batch,
-    }
-}
-
-/// Up to `want` buffers of `bytes` each (at least one), at most [`OUTPUT_POOL`] bytes together.
-fn output_pool(adapter: &BenchAdapter, bytes: u64, want: u64) -> Result<Vec<wgpu::Buffer>> {
-    let bytes = bytes.next_multiple_of(16).max(16);
-    let count = want.min(OUTPUT_POOL / bytes).max(1);
-    (0..count)
-        .map(|_| {
-            Ok(buffers::upload_sized(
-                adapter.engine.device(),
-                "bench kernel output",
-                &[],
-                bytes,
-                wgpu::BufferUsages::STORAGE,
-            )?)
-        })
-        .collect()
-}
-
-/// `values` f32 in [-1, 1) from `seed`, as a storage buffer.
-fn random_f32(adapter: &BenchAdapter, values: u64, seed: u64) -> Result<wgpu::Buffer> {
-    let mut rng = Rng::new(seed);
-    let v: Vec<f32> = (0..values)
-        .map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
-        .collect();
-    Ok(buffers::upload(
-        adapter.engine.device(),
-        "bench kernel x",
-        bytemuck::cast_slice(&v),
-    )?)
-}
-
-impl KernelRun<'_> {
-    fn time_calls(
-        &self,
-        calls: usize,
-        mut record: impl FnMut(&mut wgpu::CommandEncoder, usize) -> Result<()>,
-    ) -> Result<(f64, Timing)> {
-        let engine = &self.adapter.engine;
-        median_of(self.warmup, self.runs, || {
-            let (s, t) = self.adapter.timer.time(engine, |encoder| {
-                for i in 0..calls {
-                    record(encoder, i)?;
-                }
-                Ok(())
-            })?;
-            Ok((s / calls.max(1) as f64, t))
-        })
-    }
-
-    /// Every row of `format` on `shape`, calling `step` before each measurement.
-    pub fn measure(
-        &self,
-        format: Format,
-        shape: WeightShape,
-        step: &mut dyn FnMut(String),
-    ) -> Result<Vec<KernelResult>> {
-        let engine = &self.adapter.engine;
-        let info = engine.adapter_info();
-        let on = format!(
-            "{} ({})",
-            info.name,
-            info.backend.to_string().to_lowercase()
-        );
-        let what = |s: &str| format!("{format} {shape} {s} on {on}");
-        let n_blocks = shape.values() / format.block_elems() as u64;
-        let blocks = normal_blocks(format, n_blocks as usize, 1);
-        let weight_bytes = blocks.len() as u64;
-        let dims = [shape.k, shape.n];
-
-        step(what("dequantised to f32 (reference)"));
-        let dequant = time_gpu(
-            self.adapter,
-            format,
-            DType::F32,
-            &blocks,
-            self.target,
-            self.warmup,
-            self.runs,
-        )?;
-        let dequant_bytes = weight_bytes + 4 * shape.values();
-
-        let rotation = plan_rotation(weight_bytes, weight_bytes, self.target, HOST_CAP);
-        let weights = (0..rotation.pairs)
-            .map(|i| {
-                ResidentTensor::upload(engine, &format!("bench weight {i}"), format, &dims, &blocks)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        drop(blocks);
-        let matmul_batch = self
-            .config
-            .matmul_batch
-            .unwrap_or_else(|| matmul_batch_for(info.device_type));
-        let x_cols = self
-            .config
-            .ops
-            .iter()
-            .map(|op| match op {
-                KernelOp::MatVec => self
-                    .config
-                    .matvec_batches
-                    .iter()
-                    .copied()
-                    .max()
-                    .unwrap_or(1),
-                KernelOp::MatMul => matmul_batch,
-                KernelOp::GetRows => 0,
-            })
-            .max()
-            .unwrap_or(0);
-        let x = random_f32(self.adapter, x_cols.max(1) as u64 * shape.k, 2)?;
-        let row = |op, batch, bytes, flops, (seconds, timing), rotation, unfused| KernelResult {
-            adapter: self.index,
-            format,
-            op,
-            shape,
-            batch,
-            weight_bytes,
-            bytes,
-            flops,
-            seconds,
-            rotation,
-            timing,
-            dequant_bytes,
-            dequant,
-            unfused,
-        };
-        let calls = weights.len();
-        let mut rows = Vec::new();
-        for &op in &self.config.ops {
-            match op {
-                KernelOp::MatVec => {
-                    let mut f16 = None;
-                    for &batch in &self.config.matvec_batches {
-                        step(what(&format!("matvec ×{batch}")));
-                        let ys =
-                            output_pool(self.adapter, batch as u64 * shape.n * 4, calls as u64)?;
-                        let timed = self.time_calls(calls, |encoder, i| {
-                            engine.record_matvec(
-                                encoder,
-                                &whole_job(&weights[i], &x, &ys[i % ys.len()], batch),
-                            )
-                        })?;
-                        let unfused = if format == Format::F16 {
-                            None
-                        } else {
-                            if f16.is_none() {
-                                f16 = Some(self.dequantise_to_f16(format, shape, &weights)?);
-                            }
-                            let (copies, dequant_seconds, f16_rotation) =
-                                f16.as_ref().expect("made above");
-                            let (matvec_seconds, _) =
-                                self.time_calls(copies.len(), |encoder, i| {
-                                    engine.record_matvec(
-                                        encoder,
-                                        &whole_job(&copies[i], &x, &ys[i % ys.len()], batch),
-                                    )
-                                })?;
-                            Some(Unfused {
-                                dequant_seconds: *dequant_seconds,
-                                matvec_seconds,
-                                rotation: *f16_rotation,
-                            })
-                        };
-                        let flops = 2 * shape.values() * batch as u64;
-                        rows.push(row(
-                            op,
-                            batch,
-                            weight_bytes,
-                            Some(flops),
-                            timed,
-                            rotation,
-                            unfused,
-                        ));
-                    }
-                }
-                KernelOp::MatMul => {
-                    let batch = matmul_batch;
-                    step(what(&format!("matmul ×{batch}")));
-                    let tile = self.adapter.engine.matmul_tile();
-                    let traffic = matmul_traffic(shape, weight_bytes, batch, tile);
-                    let planned = plan_rotation(traffic, weight_bytes, self.target, HOST_CAP);
-                    let calls = (planned.pairs as usize).min(calls);
-                    let mm_rotation = Rotation {
-                        pairs: calls as u64,
-                        target_bytes: self.target,
-                        bytes_per_run: calls as u64 * traffic,
-                    };
-                    let ys = output_pool(self.adapter, batch as u64 * shape.n * 4, calls as u64)?;
-                    let timed = self.time_calls(calls, |encoder, i| {
-                        engine.record_matmul(
-                            encoder,
-                            &whole_job(&weights[i], &x, &ys[i % ys.len()], batch),
-                        )
-                    })?;
-                    let flops = 2 * shape.values() * batch as u64;
-                    rows.push(row(
-                        op,
-                        batch,
-                        weight_bytes,
-                        Some(flops),
-                        timed,
-                        mm_rotation,
-                        None,
-                    ));
-                }
-                KernelOp::GetRows => {
-                    let n_ids = self.config.get_rows;
-                    step(what(&format!("get_rows ×{n_ids}")));
-                    let mut rng = Rng::new(3);
-                    let ids = (0..calls)
-                        .map(|_| {
-                            let v: Vec<u32> = (0..n_ids)
-                                .map(|_| (rng.next_u64() % shape.n) as u32)
-                                .collect();
-                            Ok(buffers::upload(
-                                engine.device(),
-                                "bench get_rows ids",
-                                bytemuck::cast_slice(&v),
-                            )?)
-                        })
-                        .collect::<Result<Vec<_>>>()?;
-                    let outs = output_pool(self.adapter, n_ids as u64 * shape.k * 4, calls as u64)?;
-                    let timed = self.time_calls(calls, |encoder, i| {
-                        engine.record_get_rows(
-                            encoder,
-                            &GetRowsJob {
-                                weight: &weights[i],
-                                ids: Operand::whole(&ids[i]),
-                                n_ids,
-                                out: Operand::whole(&outs[i % outs.len()]),
-                                dtype: DType::F32,
-                            },
-                        )
-                    })?;
-                    let row_bytes = weight_bytes / shape.n;
-                    let bytes = n_ids as u64 * (row_bytes + 4 * shape.k);
-                    let gr_rotation = Rotation {
-                        bytes_per_run: calls as u64 * bytes,
-                        ..rotation
-                    };
-                    rows.push(row(op, n_ids, bytes, None, timed, gr_rotation, None));
-                }
-            }
-        }
-        Ok(rows)
-    }
-
-    /// Bytes the f16 copies may take beside `calls` weights of `weight_bytes`.
-    fn f16_cap(&self, weight_bytes: u64, calls: usize) -> u64 {
-        HOST_CAP.saturating_sub(weight_bytes * calls as u64)
-    }
-
-    /// f16 copies of the weight (as many as a rotation planned on their bytes), the median
-    /// seconds of one dequantisation into them (copy `i` from weight `i mod weights`) and the
-    /// rotation.
-    fn dequantise_to_f16(
-        &self,
-        format: Format,
-        shape: WeightShape,
-        weights: &[ResidentTensor],
-    ) -> Result<(Vec<ResidentTensor>, f64, Rotation)> {
-        let engine = &self.adapter.engine;
-        engine.prepare(format, DType::F16)?;
-        let n_blocks = shape.values() / format.block_elems() as u64;
-        let f16_bytes = 2 * shape.values();
-        let (_, dst_len) = roofline::buffer_sizes(format, DType::F16, n_blocks);
-        let weight_bytes = weights.first().map_or(0, ResidentTensor::byte_len);
-        let rotation = plan_rotation(
-            f16_bytes,
-            dst_len,
-            self.target,
-            self.f16_cap(weight_bytes, weights.len()).max(dst_len),
-        );
-        let copies = (0..rotation.pairs)
-            .map(|i| {
-                let buffer = buffers::upload_sized(
-                    engine.device(),
-                    "bench f16 weight",
-                    &[],
-                    dst_len,
-                    wgpu::BufferUsages::STORAGE,
-                )?;
-                ResidentTensor::from_buffer(
-                    &format!("bench f16 weight {i}"),
-                    Format::F16,
-                    &[shape.k, shape.n],
-                    Arc::new(buffer),
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let (seconds, _) = self.time_calls(copies.len(), |encoder, i| {
-            engine.record(
-                encoder,
-                &DequantJob {
-                    format,
-                    dtype: DType::F16,
-                    src: &weights[i % weights.len()].parts[0].buffer,
-                    src_offset: 0,
-                    n_blocks,
-                    dst: &copies[i].parts[0].buffer,
-                    dst_offset: 0,
-                },
-            )
-        })?;
-        Ok((copies, seconds, rotation))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::rotation::{plan_rotation, HOST_CAP};
 
     #[test]
     fn shapes_parse_and_print_as_k_by_n() {
@@ -741,16 +433,6 @@ mod tests {
     }
 
     #[test]
-    fn kernel_names_round_trip() {
-        for k in KernelOp::ALL {
-            assert_eq!(KernelOp::from_name(k.name()), Some(k));
-            assert_eq!(KernelOp::from_name(&k.name().to_uppercase()), Some(k));
-        }
-        assert_eq!(KernelOp::from_name("get-rows"), Some(KernelOp::GetRows));
-        assert_eq!(KernelOp::from_name("gemm"), None);
-    }
-
-    #[test]
     fn config_is_off_by_default_and_validated() {
         let c = KernelConfig::default();
         assert!(c.ops.is_empty());
@@ -759,12 +441,12 @@ mod tests {
         assert_eq!(c.matvec_batches, [1]);
         assert!(c.validate(&[Format::Q4_K]).is_ok());
         let on = KernelConfig {
-            ops: KernelOp::ALL.to_vec(),
+            ops: Op::ALL.to_vec(),
             matvec_batches: vec![1, 8],
             ..KernelConfig::default()
         };
-        // One reference, two matvec rows, one matmul, one get_rows.
-        assert_eq!(on.steps(), 5);
+        // One reference, two matvec rows, one matmul, one get_rows, one matvec_id.
+        assert_eq!(on.steps(), 6);
         // Every default shape fits every format with a shader.
         assert!(on.validate(crate::formats::WITH_SHADER).is_ok());
         let with = |f: fn(&mut KernelConfig)| {
@@ -781,7 +463,14 @@ mod tests {
         // K = 896 (Qwen2.5-0.5B) is not whole 256-value K-quant blocks; I32 has no shader.
         let e = with(|c| c.shapes = vec![WeightShape::new(896, 151_936)]).unwrap_err();
         assert!(e.to_string().contains("896"), "{e}");
-        assert!(with(|c| c.shapes = vec![WeightShape::new(512, 3)]).is_ok());
+        // N = 3 rows are not 8 experts for matvec_id; the other kernels take them.
+        let e = with(|c| c.shapes = vec![WeightShape::new(512, 3)]).unwrap_err();
+        assert!(e.to_string().contains("matvec_id"), "{e}");
+        assert!(with(|c| {
+            c.shapes = vec![WeightShape::new(512, 3)];
+            c.ops.retain(|&o| o != Op::MatVecId);
+        })
+        .is_ok());
     }
 
     #[test]
@@ -837,7 +526,7 @@ mod tests {
         let mut r = KernelResult {
             adapter: 0,
             format: Format::Q4_0,
-            op: KernelOp::MatVec,
+            op: Op::MatVec,
             shape: WeightShape::new(64, 32),
             batch: 2,
             weight_bytes: 1152,
@@ -853,6 +542,13 @@ mod tests {
                 matvec_seconds: 1e-6,
                 rotation,
             }),
+            recording: RecordingCost {
+                dispatches: 2,
+                one_shot_seconds: 4e-6,
+                one_shot_objects: 4.0,
+                kept_seconds: 5e-8,
+                kept_objects: 0,
+            },
         };
         let near = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
         assert!(near(r.gb_per_s(), 1.152));
@@ -866,7 +562,10 @@ mod tests {
             1.152 / (r.dequant_bytes as f64 / 2e-3 / 1e9)
         ));
         assert!(near(r.fused_speedup().unwrap(), 3.0));
-        r.op = KernelOp::MatMul;
+        assert!(near(r.recording_share(), 0.05));
+        assert!(near(r.recording.kept_per_dispatch(), 2.5e-8));
+        assert!(near(r.recording.one_shot_per_dispatch(), 2e-6));
+        r.op = Op::MatMul;
         r.unfused = None;
         assert_eq!(
             (

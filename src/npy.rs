@@ -1,14 +1,26 @@
-//! Reading NumPy `.npy` inputs (`apply --input`). The header is parsed here rather than by npyz,
-//! whose reader multiplies the file's shape unchecked: every count is checked, the data must be
-//! exactly what the header describes, and nothing is allocated before that is known.
+//! Reading NumPy `.npy` files (the command line's `apply --input`). The header is parsed here
+//! rather than by npyz, whose reader multiplies the file's shape unchecked.
 //!
 //! Format (NumPy's `format.py`): `\x93NUMPY`, major and minor version bytes, the header length
 //! (u16 in version 1, u32 in versions 2 and 3, little-endian), then the header: a Python dict
 //! literal `{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }`, padded with spaces
 //! and a newline; the raw data follows.
+//!
+//! What it guarantees, on any bytes (the `npy` fuzz target checks it):
+//!
+//! * no function panics, indexes out of bounds or overflows; errors are reasons (`String`) for a
+//!   message that names the file, one printable line (text from the file is escaped);
+//! * [`Npy::parse`] reads only the slice it is given and allocates in proportion to the header
+//!   alone (at most [`MAX_DIMS`] dims, strings copied from the header): nothing is sized by a
+//!   count in the file;
+//! * when [`Npy::check_data`] accepts, the element size is not 0 and the data is exactly
+//!   [`Npy::count`] × size bytes, so the count is at most the data's length;
+//! * [`Npy::f32_values`] and [`Npy::int_values`] return exactly [`Npy::count`] values, in C
+//!   order, when the dtype is theirs and [`Npy::check_data`] accepts, and nothing otherwise; they
+//!   allocate no more than the data's length in values.
 
-/// Dimensions NumPy allows at most.
-const MAX_DIMS: usize = 64;
+/// Dimensions NumPy allows at most; a shape with more is refused.
+pub const MAX_DIMS: usize = 64;
 
 /// A parsed `.npy` file: its dtype, shape and order, and its data bytes.
 #[derive(Debug)]
@@ -19,7 +31,7 @@ pub struct Npy<'a> {
     pub shape: Vec<u64>,
     /// Whether the data is in Fortran (column-major) order.
     pub fortran: bool,
-    /// The data, exactly `count × size` bytes.
+    /// The bytes after the header (exactly `count × size` once [`Npy::check_data`] accepts).
     data: &'a [u8],
 }
 
@@ -30,7 +42,8 @@ pub struct Descr {
     pub text: String,
     /// NumPy's kind character: `f` float, `i` signed, `u` unsigned, `b` bool, ...
     pub kind: char,
-    /// Bytes per element (for the kinds read here).
+    /// Bytes per element (for the kinds read here); 0 when the descr gives none or no plain
+    /// number (`<M8[ns]`).
     pub size: usize,
     /// Big-endian data (`>`; `=` is this machine's order, `|` and `<` little).
     pub big_endian: bool,
@@ -49,7 +62,11 @@ impl Descr {
 
     /// NumPy's name of the dtype, for messages.
     pub fn numpy_name(&self) -> String {
-        let bits = self.size * 8;
+        // The size comes from the file (`<f2305843009213693952`): its bits may not fit a usize.
+        let bits = match self.size.checked_mul(8) {
+            Some(b) => b.to_string(),
+            None => format!("({} bytes)", self.size),
+        };
         match self.kind {
             'f' => format!("float{bits}"),
             'i' => format!("int{bits}"),
@@ -104,8 +121,17 @@ impl<'a> Npy<'a> {
         self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))
     }
 
-    /// Checks that the data is exactly `count × size` bytes; call after checking the dtype.
+    /// The bytes after the header: the data, unchecked until [`Npy::check_data`] accepts.
+    pub fn data(&self) -> &'a [u8] {
+        self.data
+    }
+
+    /// Checks that the element size is known and the data is exactly `count × size` bytes; call
+    /// after checking the dtype.
     pub fn check_data(&self) -> Result<(), String> {
+        if self.descr.size == 0 {
+            return Err(format!("dtype {:?} has no element size", self.descr.text));
+        }
         let need = self
             .count()
             .and_then(|n| n.checked_mul(self.descr.size as u64))
@@ -115,21 +141,26 @@ impl<'a> Npy<'a> {
                 "holds {} bytes of data where shape {:?} of {} takes {need}",
                 self.data.len(),
                 self.shape,
-                self.descr.text
+                printable(&self.descr.text)
             ));
         }
         Ok(())
     }
 
-    /// The values as f32, in C (row-major) order; the dtype must be float32 and the data checked.
-    /// A Fortran-order array of 2 dims is transposed.
+    /// The values as f32, in C (row-major) order: a Fortran-order array is reordered. Exactly
+    /// [`Npy::count`] values when the dtype is float32 and [`Npy::check_data`] accepts; empty
+    /// otherwise.
     pub fn f32_values(&self) -> Vec<f32> {
+        if !self.descr.is_f32() || self.check_data().is_err() {
+            return Vec::new();
+        }
+        let big = self.descr.big_endian;
         let values: Vec<f32> = self
             .data
             .chunks_exact(4)
             .map(|c| {
                 let b = [c[0], c[1], c[2], c[3]];
-                f32::from_bits(if self.descr.big_endian {
+                f32::from_bits(if big {
                     u32::from_be_bytes(b)
                 } else {
                     u32::from_le_bytes(b)
@@ -139,24 +170,27 @@ impl<'a> Npy<'a> {
         self.c_order(values)
     }
 
-    /// The values of an integer dtype, widened to i128, in C order; the data must be checked.
+    /// The values of an integer dtype (1, 2, 4 or 8 bytes, signed or not), widened to i128, in C
+    /// order. Exactly [`Npy::count`] values when [`Descr::is_integer`] and [`Npy::check_data`]
+    /// accepts; empty otherwise.
     pub fn int_values(&self) -> Vec<i128> {
+        if !self.descr.is_integer() || self.check_data().is_err() {
+            return Vec::new();
+        }
         let size = self.descr.size;
-        let signed = self.descr.kind == 'i';
+        let (signed, big) = (self.descr.kind == 'i', self.descr.big_endian);
+        // 0, 32, 48 or 56: `size` is 1, 2, 4 or 8.
+        let shift = 64 - 8 * size as u32;
         let values: Vec<i128> = self
             .data
             .chunks_exact(size)
             .map(|c| {
                 let mut b = [0u8; 8];
-                if self.descr.big_endian {
-                    for (i, &x) in c.iter().rev().enumerate() {
-                        b[i] = x;
-                    }
-                } else {
-                    b[..size].copy_from_slice(c);
+                b[..size].copy_from_slice(c);
+                if big {
+                    b[..size].reverse();
                 }
                 let u = u64::from_le_bytes(b);
-                let shift = 64 - 8 * size as u32;
                 if signed {
                     // Sign-extend from `size` bytes.
                     (((u << shift) as i64) >> shift) as i128
@@ -168,20 +202,60 @@ impl<'a> Npy<'a> {
         self.c_order(values)
     }
 
-    /// `values` (in file order) in C order: a Fortran-order matrix is transposed; 0 and 1 dims
-    /// are the same in both orders. (More dims in Fortran order are left as they are: callers
-    /// refuse more than 2 dims.)
+    /// `values` (in file order, one per element: the data is checked) in C order. A Fortran-order
+    /// array is reordered; with fewer than two dims above 1 both orders are the same.
     fn c_order<T: Copy>(&self, values: Vec<T>) -> Vec<T> {
-        match self.shape[..] {
-            [rows, cols] if self.fortran && rows > 1 && cols > 1 => {
-                let (rows, cols) = (rows as usize, cols as usize);
-                // File element (r, c) is at c * rows + r.
-                (0..rows * cols)
-                    .map(|i| values[(i % cols) * rows + i / cols])
-                    .collect()
-            }
-            _ => values,
+        let n = values.len();
+        if !self.fortran || n == 0 || self.shape.iter().filter(|&&d| d > 1).count() < 2 {
+            return values;
         }
+        // Every dim is at most n (their product is n, none is 0), so each fits a usize, as do
+        // the strides (partial products); the running offset below stays under 2n.
+        let Ok(dims) = self
+            .shape
+            .iter()
+            .map(|&d| usize::try_from(d))
+            .collect::<Result<Vec<usize>, _>>()
+        else {
+            return values;
+        };
+        if dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(n) {
+            return values;
+        }
+        // Fortran strides: the first dim is contiguous.
+        let mut strides = Vec::with_capacity(dims.len());
+        let mut step = 1usize;
+        for &d in &dims {
+            strides.push(step);
+            step *= d;
+        }
+        // Walk the elements in C order (the last dim fastest), keeping each one's file offset.
+        let mut index = vec![0usize; dims.len()];
+        let mut offset = 0usize;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push(values[offset]);
+            for k in (0..dims.len()).rev() {
+                index[k] += 1;
+                offset += strides[k];
+                if index[k] < dims[k] {
+                    break;
+                }
+                // Dim k wraps: back to its start, and carry into the dim before it.
+                offset -= strides[k] * dims[k];
+                index[k] = 0;
+            }
+        }
+        out
+    }
+}
+
+/// `s` with control characters escaped (as `{:?}` would, without the quotes), for messages.
+fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        std::borrow::Cow::Owned(s.escape_debug().to_string())
+    } else {
+        std::borrow::Cow::Borrowed(s)
     }
 }
 
@@ -258,10 +332,11 @@ fn parse_descr(text: &str) -> Result<Descr, String> {
         .next()
         .ok_or_else(|| format!("dtype {text:?} is empty"))?;
     let digits = rest.as_str();
-    let size = if digits.is_empty() {
-        0
-    } else {
+    // Digits only (`str::parse` would take `+4`); anything else (`[ns]`, empty, too big) is 0.
+    let size = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
         digits.parse::<usize>().unwrap_or(0)
+    } else {
+        0
     };
     let big_endian = order == '>' || (order == '=' && cfg!(target_endian = "big"));
     Ok(Descr {
@@ -299,7 +374,11 @@ impl Parser<'_> {
     }
 
     fn eat_word(&mut self, w: &str) -> bool {
-        if self.s[self.i..].starts_with(w.as_bytes()) {
+        if self
+            .s
+            .get(self.i..)
+            .is_some_and(|s| s.starts_with(w.as_bytes()))
+        {
             self.i += w.len();
             true
         } else {
@@ -477,5 +556,105 @@ mod tests {
             &[0; 8],
         );
         assert!(Npy::parse(&short).unwrap().check_data().is_err());
+        // File text in a message is escaped: one printable line.
+        let control = file(
+            "{'descr': '<f4\n\u{1b}[2J', 'fortran_order': False, 'shape': (3,), }",
+            &[0; 8],
+        );
+        let err = Npy::parse(&control).unwrap().check_data().unwrap_err();
+        assert!(!err.chars().any(char::is_control), "{err}");
+    }
+
+    #[test]
+    fn fortran_order_of_any_rank() {
+        // A 2×3×4 array a[i][j][k] = 100i + 10j + k, written column-major (i fastest).
+        let (d0, d1, d2) = (2, 3, 4);
+        let mut file_order = Vec::new();
+        for k in 0..d2 {
+            for j in 0..d1 {
+                for i in 0..d0 {
+                    file_order.push((100 * i + 10 * j + k) as f32);
+                }
+            }
+        }
+        let data: Vec<u8> = file_order.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let bytes = file(
+            "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3, 4), }",
+            &data,
+        );
+        let npy = Npy::parse(&bytes).unwrap();
+        npy.check_data().unwrap();
+        let want: Vec<f32> = (0..d0)
+            .flat_map(|i| {
+                (0..d1).flat_map(move |j| (0..d2).map(move |k| (100 * i + 10 * j + k) as f32))
+            })
+            .collect();
+        assert_eq!(npy.f32_values(), want);
+        // Dims of 1 change nothing: (1, 2, 1, 3) Fortran is a transposed 2×3.
+        let bytes = file(
+            "{'descr': '<u1', 'fortran_order': True, 'shape': (1, 2, 1, 3), }",
+            &[1, 4, 2, 5, 3, 6],
+        );
+        let npy = Npy::parse(&bytes).unwrap();
+        assert_eq!(npy.int_values(), [1, 2, 3, 4, 5, 6]);
+    }
+
+    /// Inputs that panicked (or could) before the reader moved into the library: an element
+    /// size whose bits overflow, integer accessors on sizes they cannot widen, accessors on
+    /// unchecked data (a Fortran transpose indexing past the values), a size-0 dtype with a huge
+    /// shape passing the data check.
+    #[test]
+    fn accessors_never_panic() {
+        let bytes = file(
+            "{'descr': '<f2305843009213693952', 'fortran_order': False, 'shape': (1,), }",
+            &[0; 4],
+        );
+        let npy = Npy::parse(&bytes).unwrap();
+        assert_eq!(npy.descr.numpy_name(), "float(2305843009213693952 bytes)");
+        assert!(npy.check_data().is_err());
+        assert!(npy.f32_values().is_empty() && npy.int_values().is_empty());
+
+        for descr in ["<i16", "<u3", "<i0", "<i", "|V8", "<M8[ns]"] {
+            let bytes = file(
+                &format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (2,), }}"),
+                &[0; 32],
+            );
+            let npy = Npy::parse(&bytes).unwrap();
+            assert!(npy.int_values().is_empty(), "{descr}");
+            assert!(npy.f32_values().is_empty(), "{descr}");
+        }
+
+        // Fortran order, data one value short: nothing, where the transpose read past the end.
+        let bytes = file(
+            "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
+            &[0; 20],
+        );
+        let npy = Npy::parse(&bytes).unwrap();
+        assert!(npy.check_data().is_err());
+        assert!(npy.f32_values().is_empty());
+        // ... and a shape whose product overflows a usize.
+        let bytes = file(
+            "{'descr': '<f4', 'fortran_order': True, 'shape': (4294967296, 4294967296), }",
+            &[0; 8],
+        );
+        assert!(Npy::parse(&bytes).unwrap().f32_values().is_empty());
+
+        // Size 0: no data would have matched any shape.
+        let bytes = file(
+            "{'descr': '|V0', 'fortran_order': False, 'shape': (65536, 65536), }",
+            &[],
+        );
+        let err = Npy::parse(&bytes).unwrap().check_data().unwrap_err();
+        assert!(err.contains("no element size"), "{err}");
+    }
+
+    #[test]
+    fn descr_sizes_are_digits() {
+        for (descr, size) in [("<f4", 4), ("<f+4", 0), ("<f 4", 0), ("<f", 0), ("|b1", 1)] {
+            assert_eq!(parse_descr(descr).unwrap().size, size, "{descr}");
+        }
+        assert!(!parse_descr("<f+4").unwrap().is_f32());
+        assert!(parse_descr("<").is_err());
+        assert!(parse_descr("").is_err());
     }
 }

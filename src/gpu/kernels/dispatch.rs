@@ -1,0 +1,390 @@
+//! Our kernels' calls as dispatches of a [`Recorder`]: each call checked and planned (the
+//! weight's runs of whole rows per binding, the operands' spans, column groups, grids), then one
+//! recorded dispatch per run.
+
+use super::params::{GetRowsParams, MatMulParams, MatVecParams};
+use super::plan::{invalid, row_runs, shape, span};
+use super::record::Bind;
+use super::{
+    binding, GetRowsJob, KernelKey, MatVecIdJob, MulMatJob, Recorder, GET_ROWS_VALUES,
+    MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH, WORKGROUP_SIZE,
+};
+use crate::gpu::kernels::layout::Layout;
+use crate::gpu::{windows, GpuError};
+use crate::Result;
+
+impl Recorder {
+    /// Records `Y = W X` for 1 to [`MATVEC_MAX_BATCH`] columns.
+    pub fn matvec(&mut self, pass: &mut wgpu::ComputePass<'_>, job: &MulMatJob<'_>) -> Result<()> {
+        if job.batch == 0 || job.batch > MATVEC_MAX_BATCH {
+            return Err(invalid(format!(
+                "matvec takes 1 to {MATVEC_MAX_BATCH} columns, not {} (use matmul)",
+                job.batch
+            )));
+        }
+        self.mul(pass, job, false, MATVEC_MAX_BATCH as u64)
+    }
+
+    /// Records `Y = W X` for any number of columns: tiled through workgroup memory, or on CPU
+    /// adapters (one invocation per matvec row) as matvecs of up to [`MATMUL_CPU_COLUMNS`]
+    /// columns, one invocation per row decoding each chunk once for all of them (measured faster
+    /// there: no barriers, no workgroup-memory round trip).
+    pub fn matmul(&mut self, pass: &mut wgpu::ComputePass<'_>, job: &MulMatJob<'_>) -> Result<()> {
+        if job.batch == 0 {
+            return Err(invalid("matmul needs at least one column".into()));
+        }
+        if self.set.plan.threads == 1 {
+            self.mul(pass, job, false, MATMUL_CPU_COLUMNS as u64)
+        } else {
+            self.mul(pass, job, true, 0)
+        }
+    }
+
+    fn mul(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'_>,
+        job: &MulMatJob<'_>,
+        tiled: bool,
+        matvec_cols: u64,
+    ) -> Result<()> {
+        self.set.check()?;
+        let set = self.set.clone();
+        let plan = set.plan;
+        let t = job.weight;
+        let s = shape(t)?;
+        let align = plan.align;
+        let batch = job.batch as u64;
+        let tile = MATMUL_TILE as u64;
+        // Columns per dispatch: X and Y spans within a binding.
+        let room = plan.max_binding.saturating_sub(align);
+        let max_cols = if tiled {
+            plan.max_dim * tile
+        } else {
+            matvec_cols
+        };
+        let per_cols = (room / (s.k * 4)).min(room / (s.rows * 4)).min(max_cols);
+        if per_cols == 0 {
+            return Err(GpuError::TooLarge {
+                what: format!("one column of {} in a storage binding", t.name),
+                bytes: s.k.max(s.rows) * 4 + align,
+                limit: plan.max_binding,
+            }
+            .into());
+        }
+        span(&job.x, 0, batch * s.k, align, "x")?;
+        span(&job.y, 0, batch * s.rows, align, "y")?;
+        let max_rows = if tiled {
+            plan.max_dim * tile
+        } else {
+            plan.max_dim * plan.max_dim
+        };
+        let runs = row_runs(&plan, t, &s, max_rows)?;
+        let rows_per_group = (WORKGROUP_SIZE / plan.threads) as u64;
+        let mut c0 = 0;
+        while c0 < batch {
+            let cols = per_cols.min(batch - c0);
+            let x = span(&job.x, c0 * s.k, cols * s.k, align, "x")?;
+            let vec_x = !tiled && s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
+            let key = if tiled {
+                KernelKey::matmul(s.format)
+            } else {
+                KernelKey::matvec(s.format, cols as u32, plan.threads, vec_x)
+            };
+            let (pipeline, layout) = set.pipeline(&key)?;
+            for run in &runs {
+                let y_first = c0 * s.rows + run.first;
+                let y = span(&job.y, y_first, (cols - 1) * s.rows + run.count, align, "y")?;
+                let binds = operands(&layout, |b| match b {
+                    binding::W => Some(Bind {
+                        buffer: run.buffer,
+                        offset: run.offset,
+                        size: run.size,
+                    }),
+                    binding::X | binding::XV => Some(Bind::span(job.x.buffer, x)),
+                    binding::Y => Some(Bind::span(job.y.buffer, y)),
+                    binding::GRIDS => Some(grids(&set.tables)),
+                    _ => None,
+                })?;
+                if tiled {
+                    let p = MatMulParams {
+                        k: s.k as u32,
+                        n_rows: run.count as u32,
+                        row_bytes: s.row_bytes as u32,
+                        w_skip: run.skip as u32,
+                        x_skip: x.skip,
+                        y_skip: y.skip,
+                        y_stride: s.rows as u32,
+                        n_cols: cols as u32,
+                    };
+                    let groups = (
+                        run.count.div_ceil(tile) as u32,
+                        cols.div_ceil(tile) as u32,
+                        1,
+                    );
+                    self.record(
+                        pass,
+                        &pipeline,
+                        &layout,
+                        &binds,
+                        bytemuck::bytes_of(&p),
+                        groups,
+                    )?;
+                } else {
+                    let p = MatVecParams {
+                        k: s.k as u32,
+                        n_rows: run.count as u32,
+                        row_bytes: s.row_bytes as u32,
+                        w_skip: run.skip as u32,
+                        x_skip: x.skip,
+                        y_skip: y.skip,
+                        y_stride: s.rows as u32,
+                        ..MatVecParams::default()
+                    };
+                    let (gx, gy) = windows::grid(run.count.div_ceil(rows_per_group), plan.max_dim);
+                    self.record(
+                        pass,
+                        &pipeline,
+                        &layout,
+                        &binds,
+                        bytemuck::bytes_of(&p),
+                        (gx, gy, 1),
+                    )?;
+                }
+            }
+            c0 += cols;
+        }
+        Ok(())
+    }
+
+    /// Records a row gather: `out[i] = W[ids[i]]` as `dtype` values.
+    pub fn get_rows(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'_>,
+        job: &GetRowsJob<'_>,
+    ) -> Result<()> {
+        self.set.check()?;
+        let set = self.set.clone();
+        let plan = set.plan;
+        let t = job.weight;
+        let s = shape(t)?;
+        let align = plan.align;
+        let size = job.dtype.size() as u64;
+        let n_ids = job.n_ids as u64;
+        if n_ids == 0 {
+            return Ok(());
+        }
+        span(&job.ids, 0, n_ids, align, "ids")?;
+        let out_align = align.max(windows::DST_ALIGN);
+        if !job.out.offset.is_multiple_of(out_align) {
+            return Err(invalid(format!(
+                "get_rows output offset {} is not a multiple of {out_align}",
+                job.out.offset
+            )));
+        }
+        let row_out = s.k * size;
+        let out_len = (n_ids * row_out).next_multiple_of(windows::DST_ALIGN);
+        if job.out.offset + out_len > job.out.buffer.size() {
+            return Err(invalid(format!(
+                "get_rows output needs {out_len} bytes from {}, the buffer has {}",
+                job.out.offset,
+                job.out.buffer.size()
+            )));
+        }
+        let runs = row_runs(&plan, t, &s, u64::MAX)?;
+        if !s.k.is_multiple_of(8) && runs.len() > 1 {
+            return Err(invalid(format!(
+                "{}: rows of {} values (not a multiple of 8) are gathered from one binding only",
+                t.name, s.k
+            )));
+        }
+        // Ids per window: output windows start on aligned offsets and fit a binding, and their
+        // groups of GET_ROWS_VALUES values fit the grid.
+        let per_group = (WORKGROUP_SIZE * GET_ROWS_VALUES) as u64;
+        let l = out_align.max(32);
+        let step = l / windows::gcd(l, row_out);
+        let room = plan.max_binding.saturating_sub(64);
+        let by_groups = plan.max_dim * plan.max_dim * per_group / s.k;
+        let per = (room / row_out).min(by_groups).min(u32::MAX as u64 / s.k) / step * step;
+        if per == 0 {
+            return Err(GpuError::TooLarge {
+                what: format!("{step} gathered rows of {} in a storage binding", t.name),
+                bytes: step * row_out,
+                limit: plan.max_binding,
+            }
+            .into());
+        }
+        let (pipeline, layout) = set.pipeline(&KernelKey::get_rows(s.format, job.dtype))?;
+        let mut i0 = 0;
+        while i0 < n_ids {
+            let n = per.min(n_ids - i0);
+            let n_out = n * s.k;
+            let ids = span(&job.ids, i0, n, align, "ids")?;
+            let out = Bind {
+                buffer: job.out.buffer,
+                offset: job.out.offset + i0 * row_out,
+                size: (n_out * size).next_multiple_of(windows::DST_ALIGN),
+            };
+            let (gx, gy) = windows::grid(n_out.div_ceil(per_group), plan.max_dim);
+            for run in &runs {
+                let binds = operands(&layout, |b| match b {
+                    binding::W => Some(Bind {
+                        buffer: run.buffer,
+                        offset: run.offset,
+                        size: run.size,
+                    }),
+                    binding::Y => Some(out),
+                    binding::IDS => Some(Bind::span(job.ids.buffer, ids)),
+                    binding::GRIDS => Some(grids(&set.tables)),
+                    _ => None,
+                })?;
+                let p = GetRowsParams {
+                    k: s.k as u32,
+                    n_out: n_out as u32,
+                    row_bytes: s.row_bytes as u32,
+                    w_skip: run.skip as u32,
+                    row_first: run.first as u32,
+                    row_count: run.count as u32,
+                    n_rows: s.rows.min(u32::MAX as u64) as u32,
+                    ids_skip: ids.skip,
+                };
+                self.record(
+                    pass,
+                    &pipeline,
+                    &layout,
+                    &binds,
+                    bytemuck::bytes_of(&p),
+                    (gx, gy, 1),
+                )?;
+            }
+            i0 += n;
+        }
+        Ok(())
+    }
+
+    /// Records ggml's `MUL_MAT_ID` (see [`MatVecIdJob`]).
+    pub fn matvec_id(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'_>,
+        job: &MatVecIdJob<'_>,
+    ) -> Result<()> {
+        self.set.check()?;
+        let set = self.set.clone();
+        let plan = set.plan;
+        let t = job.weight;
+        let s = shape(t)?;
+        let n = t.dims.get(1).copied().unwrap_or(1);
+        let experts = s.rows / n.max(1);
+        if n == 0 || experts * n != s.rows || experts > u32::MAX as u64 {
+            return Err(invalid(format!(
+                "{}: dims {:?} are not [K, N, E]",
+                t.name, t.dims
+            )));
+        }
+        if job.slots == 0 {
+            return Err(invalid("matvec_id needs at least one slot".into()));
+        }
+        let pairs = job.tokens as u64 * job.slots as u64;
+        if pairs == 0 {
+            return Ok(());
+        }
+        let align = plan.align;
+        let x_rows = if job.x_per_slot {
+            pairs
+        } else {
+            job.tokens as u64
+        };
+        let x = span(&job.x, 0, x_rows * s.k, align, "x")?;
+        if x.size > plan.max_binding {
+            return Err(GpuError::TooLarge {
+                what: "matvec_id inputs in one storage binding".into(),
+                bytes: x.size,
+                limit: plan.max_binding,
+            }
+            .into());
+        }
+        span(&job.ids, 0, pairs, align, "ids")?;
+        span(&job.y, 0, pairs * n, align, "y")?;
+        let room = plan.max_binding.saturating_sub(align);
+        let per = (room / (n * 4)).min(plan.max_dim);
+        let rows_per_group = (WORKGROUP_SIZE / plan.threads) as u64;
+        if per == 0 || n.div_ceil(rows_per_group) > plan.max_dim * plan.max_dim {
+            return Err(GpuError::TooLarge {
+                what: format!("one expert's outputs of {} in a storage binding", t.name),
+                bytes: n * 4,
+                limit: plan.max_binding,
+            }
+            .into());
+        }
+        let runs = row_runs(&plan, t, &s, u64::MAX)?;
+        let vec_x = s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
+        let key = KernelKey::matvec_id(s.format, plan.threads, vec_x);
+        let (pipeline, layout) = set.pipeline(&key)?;
+        let (gx, gy) = windows::grid(n.div_ceil(rows_per_group), plan.max_dim);
+        let mut p0 = 0;
+        while p0 < pairs {
+            let np = per.min(pairs - p0);
+            let ids = span(&job.ids, p0, np, align, "ids")?;
+            let y = span(&job.y, p0 * n, np * n, align, "y")?;
+            for run in &runs {
+                let binds = operands(&layout, |b| match b {
+                    binding::W => Some(Bind {
+                        buffer: run.buffer,
+                        offset: run.offset,
+                        size: run.size,
+                    }),
+                    binding::X | binding::XV => Some(Bind::span(job.x.buffer, x)),
+                    binding::Y => Some(Bind::span(job.y.buffer, y)),
+                    binding::IDS => Some(Bind::span(job.ids.buffer, ids)),
+                    binding::GRIDS => Some(grids(&set.tables)),
+                    _ => None,
+                })?;
+                let p = MatVecParams {
+                    k: s.k as u32,
+                    n_rows: n as u32,
+                    row_bytes: s.row_bytes as u32,
+                    w_skip: run.skip as u32,
+                    x_skip: x.skip,
+                    y_skip: y.skip,
+                    y_stride: n as u32,
+                    row_first: run.first as u32,
+                    row_count: run.count as u32,
+                    n_experts: experts as u32,
+                    slots: job.slots,
+                    x_per_slot: u32::from(job.x_per_slot),
+                    pair_first: p0 as u32,
+                    ids_skip: ids.skip,
+                };
+                self.record(
+                    pass,
+                    &pipeline,
+                    &layout,
+                    &binds,
+                    bytemuck::bytes_of(&p),
+                    (gx, gy, np as u32),
+                )?;
+            }
+            p0 += np;
+        }
+        Ok(())
+    }
+}
+
+/// The grids binding: the engine's tables buffer, whole.
+fn grids(tables: &wgpu::Buffer) -> Bind<'_> {
+    Bind {
+        buffer: tables,
+        offset: 0,
+        size: tables.size(),
+    }
+}
+
+/// The buffers of `layout`'s bindings in order, from `of` (binding number → buffer run).
+fn operands<'a>(layout: &Layout, of: impl Fn(u32) -> Option<Bind<'a>>) -> Result<Vec<Bind<'a>>> {
+    layout
+        .bindings
+        .iter()
+        .map(|&(b, _)| {
+            of(b).ok_or_else(|| GpuError::Invariant(format!("no buffer for binding {b}")).into())
+        })
+        .collect()
+}
