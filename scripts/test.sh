@@ -174,7 +174,7 @@ echo "    validation layer: ${VALIDATION_LAYER:-none}"
 
 # ---------------------------------------------------------------------------------------------
 stage "standalone"
-# A user has only the clone: nothing tracked may read or name ../shared or another path outside it.
+# A user has only the clone: nothing tracked may read or name a path outside it.
 STANDALONE_OK=true
 python3 "$REPO/scripts/check_standalone.py" || STANDALONE_OK=false
 
