@@ -283,7 +283,8 @@ WGPU_VALIDATION=0 cargo test --locked --no-fail-fast "$@" || FAILED+=("cargo tes
 
 stage "validation (lavapipe)"
 # The gpu tests' Vulkan half (the dequantiser on every format, windowing, the loader, faults,
-# concurrency) once more, on lavapipe alone, under the Khronos layer with synchronisation
+# concurrency, the kernels and their recorder; not the throughput measurement, nor the real models
+# run end to end by examples/generate, a minute of the same kernels) once more, on lavapipe alone, under the Khronos layer with synchronisation
 # validation (wgpu-hal asks for it through VK_EXT_validation_features; VK_LAYER_ENABLES asks
 # again), and the live checks of tests/gpu/validation.rs, #[ignore]d elsewhere. Validation errors
 # fail the test that caused them (wgpu-hal's VALIDATION_CANARY and the tests' logger); the log
@@ -306,7 +307,7 @@ else
         WGPU_VALIDATION=1 WGPU_DEBUG=1 \
         VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT \
         GGUF_DEQUANT_WGPU_LOG=$VLOG \
-        cargo test --locked --test gpu -- --include-ignored --skip gpu_throughput \
+        cargo test --locked --test gpu -- --include-ignored --skip gpu_throughput --skip generate_ \
         vulkan expected_adapters_are_present validation:: || FAILED+=("validation (lavapipe)")
     # One count per message (wgpu-hal logs a message's object list as a second record, with a tab).
     count() { { grep "^$1 " "$VLOG" 2>/dev/null || true; } | grep -vc $'] \t' || true; }

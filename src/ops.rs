@@ -237,6 +237,58 @@ pub fn mul_mat(format: Format, blocks: &[u8], k: usize, x: &[f32], batch: usize)
     run(format, blocks, row_bytes, k, n, x, &jobs)
 }
 
+/// Y = W X in f64 throughout: X is `batch` columns of f64 values ([batch, K]), each weight row
+/// decoded with the CPU codec (exactly as every other function here) and multiplied in f64: the
+/// reference of a whole forward pass, whose activations are never rounded to f32. Returns
+/// [batch, N]. Errors as [`mul_mat`].
+pub fn mul_mat_f64(
+    format: Format,
+    blocks: &[u8],
+    k: usize,
+    x: &[f64],
+    batch: usize,
+) -> Result<Vec<f64>> {
+    let row_bytes = row_bytes(format, k)?;
+    let n = count(format, blocks, row_bytes, k, "rows")?;
+    if batch == 0 {
+        return Err(shape(
+            "batch = 0: there must be at least one column of X".into(),
+        ));
+    }
+    match batch.checked_mul(k) {
+        Some(want) if want == x.len() => {}
+        _ => {
+            return Err(shape(format!(
+                "x holds {} values, batch × K = {batch} × {k} were expected",
+                x.len()
+            )))
+        }
+    }
+    let len = mul(batch, n, "the output size")?;
+    // [N, batch] while computing (each task owns one weight row), then transposed.
+    let mut t = alloc::<f64>(len, "mul_mat_f64 output")?;
+    t.resize(len, 0.0);
+    t.par_chunks_mut(batch).enumerate().try_for_each_init(
+        || vec![0.0f32; k],
+        |w, (r, out)| -> Result<()> {
+            crate::cpu::dequant_into(format, &blocks[r * row_bytes..(r + 1) * row_bytes], w)?;
+            for (b, o) in out.iter_mut().enumerate() {
+                *o = w
+                    .iter()
+                    .zip(&x[b * k..(b + 1) * k])
+                    .map(|(&w, &x)| f64::from(w) * x)
+                    .sum();
+            }
+            Ok(())
+        },
+    )?;
+    let mut y = alloc::<f64>(len, "mul_mat_f64 output")?;
+    for b in 0..batch {
+        y.extend((0..n).map(|r| t[r * batch + b]));
+    }
+    Ok(y)
+}
+
 /// ggml's MUL_MAT_ID for a [K, N, E] weight (E experts of N rows each): for token t and slot s,
 /// `y[(t*slots + s)*N + n] = Σ_k W[ids[t*slots+s], n, k] · x[row]`, where `row = t*slots + s` when
 /// `x_per_slot`, else t (one input row per token broadcast to its slots). ids: [tokens, slots].
@@ -442,6 +494,17 @@ mod tests {
             abs: vec![abs],
             k,
         }
+    }
+
+    #[test]
+    fn f64_product_keeps_f64_inputs() {
+        // One F32 row [1, 2] times columns [1e-10 + 1, 3] and [0.5, 0.25].
+        let w: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let x = [1.0 + 1e-10, 3.0, 0.5, 0.25];
+        let y = mul_mat_f64(Format::F32, &w, 2, &x, 2).unwrap();
+        assert_eq!(y, vec![1.0 + 1e-10 + 6.0, 1.0]);
+        assert!(mul_mat_f64(Format::F32, &w, 2, &x[..3], 2).is_err());
+        assert!(mul_mat_f64(Format::F32, &w, 2, &[], 0).is_err());
     }
 
     #[test]

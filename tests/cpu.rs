@@ -10,12 +10,25 @@
 
 pub mod support;
 
+// examples/generate's tokenizer and model description, compiled in.
+#[allow(dead_code)]
+#[path = "../examples/generate/arch/mod.rs"]
+mod arch;
+#[allow(dead_code)]
+#[path = "../examples/generate/model.rs"]
+mod model;
+#[allow(dead_code)]
+#[path = "../examples/generate/tokenizer.rs"]
+mod tokenizer;
+
 #[path = "cpu/codec_blocks.rs"]
 mod codec_blocks;
 #[path = "cpu/codec_driver.rs"]
 mod codec_driver;
 #[path = "cpu/codec_scalars.rs"]
 mod codec_scalars;
+#[path = "cpu/generate_inputs.rs"]
+mod generate_inputs;
 #[path = "cpu/gguf_reject.rs"]
 mod gguf_reject;
 #[path = "cpu/gguf_roundtrip.rs"]
@@ -43,5 +56,7 @@ mod shaders_layout_sync;
 mod shaders_validate;
 #[path = "cpu/tables.rs"]
 mod tables;
+#[path = "cpu/tokenizer.rs"]
+mod tokenizer_ids;
 #[path = "cpu/verify.rs"]
 mod verify;

@@ -10,12 +10,31 @@
 
 pub mod support;
 
+// examples/generate's engine, compiled in (its main.rs is the command line only).
+#[allow(dead_code)]
+#[path = "../examples/generate/arch/mod.rs"]
+mod arch;
+#[allow(dead_code)]
+#[path = "../examples/generate/gpu.rs"]
+mod gpu;
+#[allow(dead_code)]
+#[path = "../examples/generate/model.rs"]
+mod model;
+#[allow(dead_code)]
+#[path = "../examples/generate/reference.rs"]
+mod reference;
+#[allow(dead_code)]
+#[path = "../examples/generate/tokenizer.rs"]
+mod tokenizer;
+
 #[path = "gpu/adapters.rs"]
 mod adapters;
 #[path = "gpu/concurrency.rs"]
 mod concurrency;
 #[path = "gpu/faults.rs"]
 mod faults;
+#[path = "gpu/generate.rs"]
+mod generate;
 #[path = "gpu/gpu_kquant.rs"]
 mod gpu_kquant;
 #[path = "gpu/gpu_models.rs"]

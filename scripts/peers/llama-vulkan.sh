@@ -11,14 +11,17 @@
 #   bash scripts/peers/llama-vulkan.sh bench MODEL [llama-bench args]   default -p 64 -n 32 -ngl 99
 #   bash scripts/peers/llama-vulkan.sh quantize IN.gguf OUT.gguf TYPE [llama-quantize args]
 #   bash scripts/peers/llama-vulkan.sh tokenize MODEL TEXT            llama-tokenize --ids
+#   bash scripts/peers/llama-vulkan.sh oracle tokenize|detokenize|logits MODEL ...
+#        llama_oracle.c beside this script, against libllama: token ids, text and every position's
+#        logits of one batch (CPU or Vulkan backend, f32 KV cache); see its header
 #   bash scripts/peers/llama-vulkan.sh dir                            print the build directory
 #
 # First call: installs glslc, libvulkan-dev, spirv-headers, cmake, ninja-build (apt, as root), downloads
 # only that sdist (`pip download --no-deps --no-binary llama-cpp-python`: never `:all:`, which would build
 # every build dependency from source), applies llama-vulkan.patch beside this script (Debian 12's Vulkan
 # headers lack VK_EXT_layer_settings; knobs for test-backend-ops' per-graph byte target and CPU threads),
-# and builds test-backend-ops, llama-bench, llama-quantize, llama-tokenize and libllama: 15-30 min on two
-# cores. Everything lives in ${GGUF_DEQUANT_PEER_CACHE:-~/.cache/gguf-dequant/peer}, never in the
+# and builds test-backend-ops, llama-bench, llama-quantize, llama-tokenize and libllama, then compiles
+# llama_oracle.c against libllama: 15-30 min on two cores. Everything lives in ${GGUF_DEQUANT_PEER_CACHE:-~/.cache/gguf-dequant/peer}, never in the
 # repository.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -58,6 +61,14 @@ build() {
     echo "building ${TARGETS[*]} (log: $C/build.log)" >&2
     ninja -C "$B" -j"$(nproc)" "${TARGETS[@]}" >"$C/build.log" 2>&1 ||
         { tail -20 "$C/build.log" >&2; die "the llama.cpp build failed"; }
+    oracle_build
+}
+
+# The oracle is rebuilt whenever its source is newer than the binary.
+oracle_build() {
+    cc -O2 -std=c11 "$here/llama_oracle.c" -I "$SRC/include" -I "$SRC/ggml/include" -L "$B/bin" \
+        -lllama -lggml -lggml-base -Wl,-rpath,"$B/bin" -o "$B/bin/llama-oracle" ||
+        die "compiling llama_oracle.c failed"
 }
 
 built() { [[ -x $B/bin/test-backend-ops && -x $B/bin/llama-bench && -x $B/bin/llama-quantize && -x $B/bin/llama-tokenize ]]; }
@@ -132,6 +143,11 @@ tokenize)
     ensure
     "$B/bin/llama-tokenize" -m "$1" -p "$2" --ids --log-disable
     ;;
+oracle)
+    ensure
+    [[ -x $B/bin/llama-oracle && $B/bin/llama-oracle -nt $here/llama_oracle.c ]] || oracle_build
+    "$B/bin/llama-oracle" "$@"
+    ;;
 dir) echo "$B" ;;
-*) die "usage: llama-vulkan.sh build|ops|bench|quantize|tokenize|dir (see the header of $0)" ;;
+*) die "usage: llama-vulkan.sh build|ops|bench|quantize|tokenize|oracle|dir (see the header of $0)" ;;
 esac

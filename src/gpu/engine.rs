@@ -337,9 +337,11 @@ impl GpuEngine {
         self.check()
     }
 
-    /// Reads the first `out.len()` bytes of `staging` (`MAP_READ`) once submission `index` is
-    /// done, then checks the device.
-    pub(crate) fn read_into(
+    /// Reads the first `out.len()` bytes of `staging` (a `MAP_READ` buffer the caller keeps, e.g.
+    /// the target of a `copy_buffer_to_buffer` in submission `index`) once that submission is
+    /// done, waiting at most [`EngineOptions::timeout`]; maps, copies and unmaps it, then checks
+    /// the device. Every failure (timeout, map error, lost device) is a typed error.
+    pub fn read_into(
         &self,
         staging: &wgpu::Buffer,
         index: wgpu::SubmissionIndex,

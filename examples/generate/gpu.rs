@@ -1,0 +1,679 @@
+//! The forward pass on the GPU, as an engine on wgpu runs it with gguf-dequant: the weights
+//! resident raw (blocks untouched, `WeightLoader`), the embedding lookup (`get_rows`) and every
+//! projection (`matmul` for a prompt, `matvec` for one token) straight on the raw blocks with the
+//! library's kernels, and the engine's own kernels (`wgsl/*.wgsl`: RMSNorm, RoPE, attention over
+//! the KV cache, the gated activation, residual adds, argmax) compiled as `Program`s. Everything of
+//! one forward pass is recorded into one compute pass with one `Recorder` kept for the whole run,
+//! so a decoding step, once warm, creates no wgpu object. f32 throughout (the KV cache too).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use gguf_dequant::gpu::kernels::{
+    BindingKind, GetRowsJob, MulMatJob, Operand, Program, Recorder, RecorderStats,
+};
+use gguf_dequant::gpu::loader::{
+    LoadOptions, Residency, ResidentModel, ResidentTensor, WeightLoader,
+};
+use gguf_dequant::gpu::{buffers, GpuEngine};
+use gguf_dequant::DType;
+
+use crate::model::{Act, Model, ModelError, Rope};
+
+/// The engine's own kernels.
+struct Programs {
+    rms_norm: Program,
+    rope: Program,
+    attention: Program,
+    glu: Program,
+    add: Program,
+    scale: Program,
+    copy_rows: Program,
+    argmax: Program,
+}
+
+fn ro() -> BindingKind {
+    BindingKind::Storage { min_bytes: 4 }
+}
+
+fn rw() -> BindingKind {
+    BindingKind::StorageReadWrite { min_bytes: 4 }
+}
+
+impl Programs {
+    fn new(engine: &GpuEngine) -> Result<Programs, ModelError> {
+        let p = |name: &str, src: &str, b: &[BindingKind]| {
+            let bindings: Vec<(u32, BindingKind)> =
+                b.iter().enumerate().map(|(i, &k)| (i as u32, k)).collect();
+            engine.program(name, src, name, &bindings)
+        };
+        Ok(Programs {
+            rms_norm: p(
+                "rms_norm",
+                include_str!("wgsl/rms_norm.wgsl"),
+                &[ro(), ro(), rw()],
+            )?,
+            rope: p(
+                "rope",
+                include_str!("wgsl/rope.wgsl"),
+                &[ro(), BindingKind::Storage { min_bytes: 8 }, rw()],
+            )?,
+            attention: p(
+                "attention",
+                include_str!("wgsl/attention.wgsl"),
+                &[ro(), ro(), ro(), rw(), rw()],
+            )?,
+            glu: p("glu", include_str!("wgsl/glu.wgsl"), &[rw(), ro()])?,
+            add: p("add", include_str!("wgsl/add.wgsl"), &[rw(), ro()])?,
+            scale: p("scale", include_str!("wgsl/scale.wgsl"), &[rw()])?,
+            copy_rows: p(
+                "copy_rows",
+                include_str!("wgsl/copy_rows.wgsl"),
+                &[ro(), rw()],
+            )?,
+            argmax: p("argmax", include_str!("wgsl/argmax.wgsl"), &[ro(), rw()])?,
+        })
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct NormParams {
+    rows: u32,
+    d: u32,
+    eps: f32,
+    _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct RopeParams {
+    tokens: u32,
+    heads: u32,
+    head_dim: u32,
+    n_rot: u32,
+    pos0: u32,
+    dst_row0: u32,
+    neox: u32,
+    _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct AttnParams {
+    tokens: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    pos0: u32,
+    window: u32,
+    s_stride: u32,
+    scale: f32,
+}
+
+/// `n` and up to three more words: the params of the elementwise kernels.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Words {
+    a: u32,
+    b: u32,
+    c: u32,
+    d: u32,
+}
+
+/// Which logits a forward pass writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Every position's (teacher forcing).
+    All,
+    /// The last position's (generation).
+    Last,
+}
+
+/// The activations, sized for `max_batch` tokens.
+struct Buffers {
+    ids: wgpu::Buffer,
+    x: wgpu::Buffer,
+    xn: wgpu::Buffer,
+    q: wgpu::Buffer,
+    k: wgpu::Buffer,
+    v: wgpu::Buffer,
+    qn: wgpu::Buffer,
+    kn: wgpu::Buffer,
+    qr: wgpu::Buffer,
+    att: wgpu::Buffer,
+    o: wgpu::Buffer,
+    gate: wgpu::Buffer,
+    up: wgpu::Buffer,
+    logits: wgpu::Buffer,
+    scores: wgpu::Buffer,
+    next: wgpu::Buffer,
+    staging: wgpu::Buffer,
+}
+
+/// A model on the GPU with its KV cache and the recorder of the run.
+pub struct Gpu {
+    pub engine: Arc<GpuEngine>,
+    weights: ResidentModel,
+    hp: crate::model::Hparams,
+    programs: Programs,
+    recorder: Recorder,
+    b: Buffers,
+    /// Per layer: the K and V cache, `ctx` rows of `kv_dim` values.
+    kv: Vec<(wgpu::Buffer, wgpu::Buffer)>,
+    /// cos/sin tables by RoPE base.
+    rope: Vec<(f32, wgpu::Buffer)>,
+    max_batch: usize,
+    ctx: usize,
+    /// Seconds the load took.
+    pub load_seconds: f64,
+}
+
+fn storage(engine: &GpuEngine, label: &str, bytes: u64) -> Result<wgpu::Buffer, ModelError> {
+    Ok(buffers::upload_sized(
+        engine.device(),
+        label,
+        &[],
+        bytes.max(16),
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+    )?)
+}
+
+/// The cos/sin of every position below `ctx` and rotated pair of `hp`'s heads for `base`,
+/// computed in f64 and rounded to f32: `[pos][pair] = (cos, sin)`.
+pub fn rope_table(n_rot: usize, base: f32, ctx: usize) -> Vec<f64> {
+    let half = n_rot / 2;
+    let mut out = Vec::with_capacity(ctx * half * 2);
+    for p in 0..ctx {
+        for i in 0..half {
+            let theta = p as f64 * (base as f64).powf(-2.0 * i as f64 / n_rot as f64);
+            out.push(theta.cos());
+            out.push(theta.sin());
+        }
+    }
+    out
+}
+
+impl Gpu {
+    /// Loads `model`'s weights raw onto `engine`'s device, compiles the engine's kernels, and
+    /// allocates activations for `max_batch` tokens at a time and a KV cache of `ctx` positions.
+    pub fn new(
+        engine: Arc<GpuEngine>,
+        model: &Model,
+        max_batch: usize,
+        ctx: usize,
+    ) -> Result<Gpu, ModelError> {
+        let hp = model.hp.clone();
+        if ctx > hp.n_ctx {
+            return Err(ModelError::Input(format!(
+                "{ctx} positions pass the model's context of {}",
+                hp.n_ctx
+            )));
+        }
+        let t0 = Instant::now();
+        let loader = WeightLoader::with_engine(engine.clone(), LoadOptions::default());
+        let weights = loader.load(&model.file, &model.selection(), Residency::Raw)?;
+        let load_seconds = t0.elapsed().as_secs_f64();
+        let programs = Programs::new(&engine)?;
+        let f = 4u64;
+        let n = max_batch as u64;
+        let s = |label: &str, values: u64| storage(&engine, label, values * f);
+        let (e, q, kv, ff, vocab) = (
+            hp.n_embd as u64,
+            hp.q_dim() as u64,
+            hp.kv_dim() as u64,
+            hp.n_ff as u64,
+            hp.n_vocab as u64,
+        );
+        let b = Buffers {
+            ids: s("ids", n)?,
+            x: s("x", n * e)?,
+            xn: s("xn", n * e)?,
+            q: s("q", n * q)?,
+            k: s("k", n * kv)?,
+            v: s("v", n * kv)?,
+            qn: s("qn", n * q)?,
+            kn: s("kn", n * kv)?,
+            qr: s("qr", n * q)?,
+            att: s("att", n * q)?,
+            o: s("o", n * e)?,
+            gate: s("gate", n * ff)?,
+            up: s("up", n * ff)?,
+            logits: s("logits", n * vocab)?,
+            scores: s("scores", n * hp.n_head as u64 * ctx as u64)?,
+            next: s("next", 4)?,
+            staging: buffers::upload_sized(
+                engine.device(),
+                "next readback",
+                &[],
+                16,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            )?,
+        };
+        let kv = (0..hp.n_layer)
+            .map(|il| {
+                Ok((
+                    s(&format!("k cache {il}"), ctx as u64 * kv)?,
+                    s(&format!("v cache {il}"), ctx as u64 * kv)?,
+                ))
+            })
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        let mut rope: Vec<(f32, wgpu::Buffer)> = Vec::new();
+        for l in &hp.layers {
+            if rope.iter().all(|(base, _)| *base != l.rope_base) {
+                let table: Vec<f32> = rope_table(hp.n_rot, l.rope_base, ctx)
+                    .into_iter()
+                    .map(|v| v as f32)
+                    .collect();
+                let buf = buffers::upload_sized(
+                    engine.device(),
+                    "rope table",
+                    bytemuck::cast_slice(&table),
+                    16,
+                    wgpu::BufferUsages::STORAGE,
+                )?;
+                rope.push((l.rope_base, buf));
+            }
+        }
+        let recorder = engine.recorder();
+        Ok(Gpu {
+            engine,
+            weights,
+            hp,
+            programs,
+            recorder,
+            b,
+            kv,
+            rope,
+            max_batch,
+            ctx,
+            load_seconds,
+        })
+    }
+
+    /// What the recorder has created and recorded so far.
+    pub fn stats(&self) -> RecorderStats {
+        self.recorder.stats()
+    }
+
+    fn weight(&self, name: &str) -> Result<&ResidentTensor, ModelError> {
+        self.weights.get(name).ok_or_else(|| ModelError::Tensor {
+            path: "the loaded model".into(),
+            name: name.into(),
+            reason: "was not loaded".into(),
+        })
+    }
+
+    /// Runs `tokens` at positions `pos0 ..` through the model, writing their K and V into the
+    /// cache and the logits `which` asks for into the logits buffer; submitted, not waited for.
+    pub fn forward(
+        &mut self,
+        tokens: &[u32],
+        pos0: usize,
+        which: Logits,
+    ) -> Result<wgpu::SubmissionIndex, ModelError> {
+        let n = tokens.len();
+        if n == 0 || n > self.max_batch || pos0 + n > self.ctx {
+            return Err(ModelError::Input(format!(
+                "{n} tokens at position {pos0}: this run takes 1 to {} tokens per pass and {} \
+                 positions",
+                self.max_batch, self.ctx
+            )));
+        }
+        let engine = self.engine.clone();
+        engine
+            .queue()
+            .write_buffer(&self.b.ids, 0, bytemuck::cast_slice(tokens));
+        let mut encoder = engine
+            .device()
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("forward"),
+            });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("forward"),
+                timestamp_writes: None,
+            });
+            self.record(&mut pass, n, pos0, which)?;
+        }
+        self.recorder.finish();
+        Ok(engine.queue().submit([encoder.finish()]))
+    }
+
+    fn fold(&self, groups: u64) -> [u32; 3] {
+        let max = self.engine.limits().max_compute_workgroups_per_dimension as u64;
+        if groups <= max {
+            return [groups.max(1) as u32, 1, 1];
+        }
+        let y = groups.div_ceil(max);
+        [groups.div_ceil(y) as u32, y as u32, 1]
+    }
+
+    /// Dispatches `program` on whole buffers.
+    fn run<P: bytemuck::Pod>(
+        recorder: &mut Recorder,
+        pass: &mut wgpu::ComputePass<'_>,
+        program: &Program,
+        params: &P,
+        bufs: &[&wgpu::Buffer],
+        groups: [u32; 3],
+    ) -> Result<(), ModelError> {
+        let b: Vec<wgpu::BufferBinding<'_>> = bufs
+            .iter()
+            .map(|buffer| wgpu::BufferBinding {
+                buffer,
+                offset: 0,
+                size: None,
+            })
+            .collect();
+        Ok(recorder.dispatch(pass, program, params, &b, groups)?)
+    }
+
+    /// `y = W x` for `n` tokens: matmul for a prompt, matvec for one token.
+    fn mul(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'_>,
+        w: &str,
+        x: &wgpu::Buffer,
+        x_at: u64,
+        y: &wgpu::Buffer,
+        n: usize,
+    ) -> Result<(), ModelError> {
+        let weights = &self.weights;
+        let weight = weights.get(w).ok_or_else(|| ModelError::Tensor {
+            path: "the loaded model".into(),
+            name: w.into(),
+            reason: "was not loaded".into(),
+        })?;
+        let job = MulMatJob {
+            weight,
+            x: Operand {
+                buffer: x,
+                offset: x_at,
+            },
+            y: Operand::whole(y),
+            batch: n as u32,
+        };
+        if n == 1 {
+            self.recorder.matvec(pass, &job)?;
+        } else {
+            self.recorder.matmul(pass, &job)?;
+        }
+        Ok(())
+    }
+
+    fn norm(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'_>,
+        x: &wgpu::Buffer,
+        w: &str,
+        y: &wgpu::Buffer,
+        rows: usize,
+        d: usize,
+    ) -> Result<(), ModelError> {
+        let wb = self.weight(w)?.parts[0].buffer.clone();
+        let p = NormParams {
+            rows: rows as u32,
+            d: d as u32,
+            eps: self.hp.eps,
+            _pad: 0,
+        };
+        let groups = self.fold(rows as u64);
+        Gpu::run(
+            &mut self.recorder,
+            pass,
+            &self.programs.rms_norm,
+            &p,
+            &[x, &wb, y],
+            groups,
+        )
+    }
+
+    fn elementwise<P: bytemuck::Pod>(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'_>,
+        program: fn(&Programs) -> &Program,
+        params: &P,
+        bufs: &[&wgpu::Buffer],
+        n: usize,
+    ) -> Result<(), ModelError> {
+        let groups = self.fold((n as u64).div_ceil(64));
+        Gpu::run(
+            &mut self.recorder,
+            pass,
+            program(&self.programs),
+            params,
+            bufs,
+            groups,
+        )
+    }
+
+    fn record(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'_>,
+        n: usize,
+        pos0: usize,
+        which: Logits,
+    ) -> Result<(), ModelError> {
+        let hp = self.hp.clone();
+        let (e, hd) = (hp.n_embd, hp.head_dim);
+        let b = self.b_clone();
+        // The embedding, scaled where the architecture says.
+        let embd = self.weight("token_embd.weight")?.clone();
+        self.recorder.get_rows(
+            pass,
+            &GetRowsJob {
+                weight: &embd,
+                ids: Operand::whole(&b.ids),
+                n_ids: n as u32,
+                out: Operand::whole(&b.x),
+                dtype: DType::F32,
+            },
+        )?;
+        if let Some(c) = hp.embd_scale {
+            let p = Words {
+                a: (n * e) as u32,
+                b: c.to_bits(),
+                c: 0,
+                d: 0,
+            };
+            self.elementwise(pass, |p| &p.scale, &p, &[&b.x], n * e)?;
+        }
+        for il in 0..hp.n_layer {
+            let l = |t: &str| format!("blk.{il}.{t}.weight");
+            let layer = hp.layers[il];
+            // Attention.
+            self.norm(pass, &b.x, &l("attn_norm"), &b.xn, n, e)?;
+            self.mul(pass, &l("attn_q"), &b.xn, 0, &b.q, n)?;
+            self.mul(pass, &l("attn_k"), &b.xn, 0, &b.k, n)?;
+            self.mul(pass, &l("attn_v"), &b.xn, 0, &b.v, n)?;
+            let (q_in, k_in) = if hp.qk_norm {
+                self.norm(pass, &b.q, &l("attn_q_norm"), &b.qn, n * hp.n_head, hd)?;
+                self.norm(pass, &b.k, &l("attn_k_norm"), &b.kn, n * hp.n_head_kv, hd)?;
+                (&b.qn, &b.kn)
+            } else {
+                (&b.q, &b.k)
+            };
+            let table = self
+                .rope
+                .iter()
+                .find(|(base, _)| *base == layer.rope_base)
+                .map(|(_, t)| t.clone())
+                .ok_or_else(|| ModelError::Input("no RoPE table for a layer".into()))?;
+            let (kc, vc) = self.kv[il].clone();
+            let rope = |heads: usize, dst_row0: usize| RopeParams {
+                tokens: n as u32,
+                heads: heads as u32,
+                head_dim: hd as u32,
+                n_rot: hp.n_rot as u32,
+                pos0: pos0 as u32,
+                dst_row0: dst_row0 as u32,
+                neox: u32::from(hp.rope == Rope::Neox),
+                _pad: 0,
+            };
+            let pairs = |heads: usize| n * heads * hd / 2;
+            let pq = rope(hp.n_head, 0);
+            self.elementwise(
+                pass,
+                |p| &p.rope,
+                &pq,
+                &[q_in, &table, &b.qr],
+                pairs(hp.n_head),
+            )?;
+            let pk = rope(hp.n_head_kv, pos0);
+            self.elementwise(
+                pass,
+                |p| &p.rope,
+                &pk,
+                &[k_in, &table, &kc],
+                pairs(hp.n_head_kv),
+            )?;
+            let pv = Words {
+                a: n as u32,
+                b: hp.kv_dim() as u32,
+                c: pos0 as u32,
+                d: 0,
+            };
+            self.elementwise(pass, |p| &p.copy_rows, &pv, &[&b.v, &vc], n * hp.kv_dim())?;
+            let pa = AttnParams {
+                tokens: n as u32,
+                heads: hp.n_head as u32,
+                kv_heads: hp.n_head_kv as u32,
+                head_dim: hd as u32,
+                pos0: pos0 as u32,
+                window: layer.window.unwrap_or(0),
+                s_stride: self.ctx as u32,
+                scale: hp.q_scale,
+            };
+            let groups = self.fold((n * hp.n_head) as u64);
+            Gpu::run(
+                &mut self.recorder,
+                pass,
+                &self.programs.attention,
+                &pa,
+                &[&b.qr, &kc, &vc, &b.scores, &b.att],
+                groups,
+            )?;
+            self.mul(pass, &l("attn_output"), &b.att, 0, &b.o, n)?;
+            let add = Words {
+                a: (n * e) as u32,
+                b: 0,
+                c: 0,
+                d: 0,
+            };
+            if hp.post_norms {
+                self.norm(pass, &b.o, &l("post_attention_norm"), &b.xn, n, e)?;
+                self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.xn], n * e)?;
+            } else {
+                self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.o], n * e)?;
+            }
+            // Feed-forward.
+            self.norm(pass, &b.x, &l("ffn_norm"), &b.xn, n, e)?;
+            self.mul(pass, &l("ffn_gate"), &b.xn, 0, &b.gate, n)?;
+            self.mul(pass, &l("ffn_up"), &b.xn, 0, &b.up, n)?;
+            let glu = Words {
+                a: (n * hp.n_ff) as u32,
+                b: u32::from(hp.act == Act::GeluTanh),
+                c: 0,
+                d: 0,
+            };
+            self.elementwise(pass, |p| &p.glu, &glu, &[&b.gate, &b.up], n * hp.n_ff)?;
+            self.mul(pass, &l("ffn_down"), &b.gate, 0, &b.o, n)?;
+            if hp.post_norms {
+                self.norm(pass, &b.o, &l("post_ffw_norm"), &b.xn, n, e)?;
+                self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.xn], n * e)?;
+            } else {
+                self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.o], n * e)?;
+            }
+        }
+        self.norm(pass, &b.x, "output_norm.weight", &b.xn, n, e)?;
+        let output = hp.output.clone();
+        match which {
+            Logits::All => self.mul(pass, &output, &b.xn, 0, &b.logits, n)?,
+            Logits::Last => {
+                let at = ((n - 1) * e * 4) as u64;
+                self.mul(pass, &output, &b.xn, at, &b.logits, 1)?;
+                let p = Words {
+                    a: hp.n_vocab as u32,
+                    b: 0,
+                    c: 0,
+                    d: 0,
+                };
+                Gpu::run(
+                    &mut self.recorder,
+                    pass,
+                    &self.programs.argmax,
+                    &p,
+                    &[&b.logits, &b.next],
+                    [1, 1, 1],
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The buffers, cheaply (each a reference-counted handle), so that recording can borrow
+    /// `self` mutably.
+    fn b_clone(&self) -> Buffers {
+        let b = &self.b;
+        Buffers {
+            ids: b.ids.clone(),
+            x: b.x.clone(),
+            xn: b.xn.clone(),
+            q: b.q.clone(),
+            k: b.k.clone(),
+            v: b.v.clone(),
+            qn: b.qn.clone(),
+            kn: b.kn.clone(),
+            qr: b.qr.clone(),
+            att: b.att.clone(),
+            o: b.o.clone(),
+            gate: b.gate.clone(),
+            up: b.up.clone(),
+            logits: b.logits.clone(),
+            scores: b.scores.clone(),
+            next: b.next.clone(),
+            staging: b.staging.clone(),
+        }
+    }
+
+    /// The greedy next token after `tokens` at positions `pos0 ..`: a forward pass of the last
+    /// position's logits, the argmax on the GPU, four bytes read back.
+    pub fn next_token(&mut self, tokens: &[u32], pos0: usize) -> Result<u32, ModelError> {
+        self.forward(tokens, pos0, Logits::Last)?;
+        let engine = self.engine.clone();
+        let mut encoder = engine.device().create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&self.b.next, 0, &self.b.staging, 0, 4);
+        let index = engine.queue().submit([encoder.finish()]);
+        let mut out = [0u8; 4];
+        engine
+            .read_into(&self.b.staging, index, &mut out)
+            .map_err(gguf_dequant::Error::from)?;
+        Ok(u32::from_le_bytes(out))
+    }
+
+    /// The logits of a teacher-forced pass over `tokens` from position 0: `[n, n_vocab]`.
+    pub fn all_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
+        self.forward(tokens, 0, Logits::All)?;
+        let len = (tokens.len() * self.hp.n_vocab * 4) as u64;
+        let engine = self.engine.clone();
+        let (_, staging) = (
+            (),
+            buffers::upload_sized(
+                engine.device(),
+                "logits readback",
+                &[],
+                len,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            )?,
+        );
+        let mut encoder = engine.device().create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&self.b.logits, 0, &staging, 0, len);
+        let index = engine.queue().submit([encoder.finish()]);
+        let mut out = vec![0u8; len as usize];
+        engine
+            .read_into(&staging, index, &mut out)
+            .map_err(gguf_dequant::Error::from)?;
+        Ok(bytemuck::pod_collect_to_vec(&out))
+    }
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Our logits against llama.cpp's, model by model: examples/generate against llama.cpp's own CPU
+and Vulkan backends (libllama through llama_oracle.c: f32 KV cache, the whole prompt as one batch),
+on the same token ids.
+
+Usage: python3 scripts/peers/compare_llama.py [--backend B] [--requant] [--json OUT] [MODEL ...]
+
+MODELs default to the two real models in ~/.cache/gguf-dequant/models. `--requant` adds
+SmolLM2 requantised by llama-quantize to Q4_K_M, IQ4_XS, Q3_K_M and Q5_1 (cached beside the peer
+build). For each model, the prompt below is tokenized by llama.cpp (80-90 tokens) and run three
+ways; per pair of runs the table gives the share of positions whose top token agrees and the mean
+KL divergence (nats) of the second's distribution from the first's, softmax in f64:
+llama.cpp CPU against llama.cpp Vulkan (how far llama.cpp is from itself), and each of those
+against ours (`--backend`, default vulkan: the first Vulkan adapter, lavapipe on a machine without
+a GPU). Needs numpy (the project venv has it) and a release build of the example
+(`cargo build --release --example generate`, done here).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+MODELS = os.path.expanduser(os.environ.get("GGUF_DEQUANT_MODELS", "~/.cache/gguf-dequant/models"))
+PEER = os.path.join(HERE, "llama-vulkan.sh")
+REQUANT = ["Q4_K_M", "IQ4_XS", "Q3_K_M", "Q5_1"]
+
+PROMPT = (
+    "The history of astronomy spans thousands of years. Early observers tracked the motions of the "
+    "Sun, the Moon and the planets, and built calendars around them. In the seventeenth century, "
+    "Galileo turned a telescope to the sky and saw the moons of Jupiter, while Kepler described "
+    "the orbits of the planets with three laws. Newton then explained"
+)
+
+
+def peer(*args, data=None):
+    return subprocess.run(["bash", PEER, *args], input=data, capture_output=True, check=True).stdout
+
+
+def requantised(base):
+    d = os.path.join(peer("dir").decode().strip(), "..", "models")
+    os.makedirs(d, exist_ok=True)
+    out = []
+    for t in REQUANT:
+        path = os.path.abspath(os.path.join(d, f"SmolLM2-135M-Instruct.{t}.gguf"))
+        if not os.path.exists(path):
+            print(f"llama-quantize {t} ...", file=sys.stderr)
+            peer("quantize", base, path, t, "--allow-requantize")
+        out.append(path)
+    return out
+
+
+def log_softmax(x):
+    x = x.astype(np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def compare(a, b):
+    """Top-1 agreement and mean KL(P_a || P_b) over positions."""
+    la, lb = log_softmax(a), log_softmax(b)
+    top = float((a.argmax(-1) == b.argmax(-1)).mean())
+    kl = float((np.exp(la) * (la - lb)).sum(-1).mean())
+    return top, kl
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="vulkan")
+    ap.add_argument("--requant", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("models", nargs="*")
+    args = ap.parse_args()
+    models = args.models or [
+        os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf"),
+        os.path.join(MODELS, "gemma-3-270m-q4_k_m.gguf"),
+    ]
+    if args.requant:
+        models += requantised(os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--example", "generate"], cwd=ROOT, check=True)
+    gen = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "examples", "generate")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in models:
+            ids = peer("oracle", "tokenize", m, data=PROMPT.encode()).decode().split()
+            line = " ".join(ids).encode() + b"\n"
+            cpu, vk, ours = (os.path.join(tmp, f) for f in ("cpu.npy", "vk.npy", "ours.npy"))
+            peer("oracle", "logits", m, "cpu", cpu, data=line)
+            peer("oracle", "logits", m, "vulkan", vk, data=line)
+            subprocess.run([gen, m, "--tokens", ",".join(ids), "--n", "0", "--backend", args.backend,
+                            "--logits", ours], check=True, capture_output=True)
+            lc, lv, lo = np.load(cpu), np.load(vk), np.load(ours)
+            r = {"model": os.path.basename(m), "tokens": len(ids)}
+            r["cpu_vs_vulkan"] = compare(lc, lv)
+            r["cpu_vs_ours"] = compare(lc, lo)
+            r["vulkan_vs_ours"] = compare(lv, lo)
+            rows.append(r)
+            print(f"{r['model']:36} {len(ids):3} tokens  " + "  ".join(
+                f"{k}: top-1 {v[0] * 100:6.2f} %, KL {v[1]:.2e}" for k, v in r.items() if isinstance(v, tuple)),
+                flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
