@@ -167,6 +167,31 @@ pub struct Gpu {
     ctx: usize,
     /// Seconds the load took.
     pub load_seconds: f64,
+    /// GPU timestamps between dispatches, when asked for ([`Gpu::profile`]).
+    profiler: Option<Profiler>,
+}
+
+/// GPU timestamps written between the dispatches of a forward pass (`TIMESTAMP_QUERY_INSIDE_PASSES`),
+/// each span named by what it ran, and the CPU time spent recording.
+struct Profiler {
+    set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    read: wgpu::Buffer,
+    /// The name of the span that ends at each mark after the first.
+    labels: Vec<&'static str>,
+    period_ns: f64,
+    submitted: Option<wgpu::SubmissionIndex>,
+    record_seconds: f64,
+}
+
+const MAX_MARKS: u32 = 4096;
+
+/// Where one forward pass's time went: GPU seconds by kind of dispatch, and CPU seconds spent
+/// recording it.
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    pub gpu: Vec<(&'static str, f64)>,
+    pub record_seconds: f64,
 }
 
 fn storage(engine: &GpuEngine, label: &str, bytes: u64) -> Result<wgpu::Buffer, ModelError> {
@@ -288,7 +313,87 @@ impl Gpu {
             max_batch,
             ctx,
             load_seconds,
+            profiler: None,
         })
+    }
+
+    /// Times every later forward pass's dispatches with timestamps (where the adapter has
+    /// `TIMESTAMP_QUERY_INSIDE_PASSES`; an error elsewhere), read with [`Gpu::take_profile`].
+    pub fn profile(&mut self) -> Result<(), ModelError> {
+        let device = self.engine.device();
+        if !device.features().contains(
+            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES,
+        ) {
+            return Err(ModelError::Input(
+                "--profile needs timestamp queries inside passes, which this adapter lacks".into(),
+            ));
+        }
+        let bytes = 8 * MAX_MARKS as u64;
+        self.profiler = Some(Profiler {
+            set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("profile"),
+                ty: wgpu::QueryType::Timestamp,
+                count: MAX_MARKS,
+            }),
+            resolve: buffers::upload_sized(
+                device,
+                "profile resolve",
+                &[],
+                bytes,
+                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            )?,
+            read: buffers::upload_sized(
+                device,
+                "profile read",
+                &[],
+                bytes,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            )?,
+            labels: Vec::new(),
+            period_ns: f64::from(self.engine.queue().get_timestamp_period()),
+            submitted: None,
+            record_seconds: 0.0,
+        });
+        Ok(())
+    }
+
+    /// Ends a span named `label` (the first mark of a pass starts the first span).
+    fn mark(&mut self, pass: &mut wgpu::ComputePass<'_>, label: &'static str) {
+        if let Some(p) = &mut self.profiler {
+            let i = p.labels.len() as u32;
+            if i < MAX_MARKS {
+                pass.write_timestamp(&p.set, i);
+                p.labels.push(label);
+            }
+        }
+    }
+
+    /// The profile of the last forward pass (once it has been waited for), by kind of
+    /// dispatch in order of first appearance.
+    pub fn take_profile(&mut self) -> Result<Option<Profile>, ModelError> {
+        let Some(p) = &mut self.profiler else {
+            return Ok(None);
+        };
+        let Some(index) = p.submitted.take() else {
+            return Ok(None);
+        };
+        let n = p.labels.len();
+        let mut bytes = vec![0u8; 8 * n];
+        self.engine.read_into(&p.read, index, &mut bytes)?;
+        let stamps: Vec<u64> = bytemuck::pod_collect_to_vec(&bytes);
+        let mut gpu: Vec<(&'static str, f64)> = Vec::new();
+        for i in 1..n {
+            let s = stamps[i].saturating_sub(stamps[i - 1]) as f64 * p.period_ns * 1e-9;
+            match gpu.iter_mut().find(|(l, _)| *l == p.labels[i]) {
+                Some(e) => e.1 += s,
+                None => gpu.push((p.labels[i], s)),
+            }
+        }
+        p.labels.clear();
+        Ok(Some(Profile {
+            gpu,
+            record_seconds: p.record_seconds,
+        }))
     }
 
     /// What the recorder has created and recorded so far.
@@ -329,15 +434,28 @@ impl Gpu {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("forward"),
             });
+        let t0 = Instant::now();
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("forward"),
                 timestamp_writes: None,
             });
+            self.mark(&mut pass, "");
             self.record(&mut pass, n, pos0, which)?;
         }
         self.recorder.finish();
-        Ok(engine.queue().submit([encoder.finish()]))
+        let record_seconds = t0.elapsed().as_secs_f64();
+        if let Some(p) = &mut self.profiler {
+            let marks = p.labels.len() as u32;
+            encoder.resolve_query_set(&p.set, 0..marks, &p.resolve, 0);
+            encoder.copy_buffer_to_buffer(&p.resolve, 0, &p.read, 0, 8 * marks as u64);
+            p.record_seconds = record_seconds;
+        }
+        let index = engine.queue().submit([encoder.finish()]);
+        if let Some(p) = &mut self.profiler {
+            p.submitted = Some(index.clone());
+        }
+        Ok(index)
     }
 
     fn fold(&self, groups: u64) -> [u32; 3] {
@@ -470,6 +588,7 @@ impl Gpu {
                 dtype: DType::F32,
             },
         )?;
+        self.mark(pass, "embedding");
         if let Some(c) = hp.embd_scale {
             let p = Words {
                 a: (n * e) as u32,
@@ -478,18 +597,25 @@ impl Gpu {
                 d: 0,
             };
             self.elementwise(pass, |p| &p.scale, &p, &[&b.x], n * e)?;
+            self.mark(pass, "embedding");
         }
         for il in 0..hp.n_layer {
             let l = |t: &str| format!("blk.{il}.{t}.weight");
             let layer = hp.layers[il];
             // Attention.
             self.norm(pass, &b.x, &l("attn_norm"), &b.xn, n, e)?;
+            self.mark(pass, "norms");
             self.mul(pass, &l("attn_q"), &b.xn, 0, &b.q, n)?;
+            self.mark(pass, "projections");
             self.mul(pass, &l("attn_k"), &b.xn, 0, &b.k, n)?;
+            self.mark(pass, "projections");
             self.mul(pass, &l("attn_v"), &b.xn, 0, &b.v, n)?;
+            self.mark(pass, "projections");
             let (q_in, k_in) = if hp.qk_norm {
                 self.norm(pass, &b.q, &l("attn_q_norm"), &b.qn, n * hp.n_head, hd)?;
+                self.mark(pass, "norms");
                 self.norm(pass, &b.k, &l("attn_k_norm"), &b.kn, n * hp.n_head_kv, hd)?;
+                self.mark(pass, "norms");
                 (&b.qn, &b.kn)
             } else {
                 (&b.q, &b.k)
@@ -520,6 +646,7 @@ impl Gpu {
                 &[q_in, &table, &b.qr],
                 pairs(hp.n_head),
             )?;
+            self.mark(pass, "rope + KV cache");
             let pk = rope(hp.n_head_kv, pos0);
             self.elementwise(
                 pass,
@@ -528,6 +655,7 @@ impl Gpu {
                 &[k_in, &table, &kc],
                 pairs(hp.n_head_kv),
             )?;
+            self.mark(pass, "rope + KV cache");
             let pv = Words {
                 a: n as u32,
                 b: hp.kv_dim() as u32,
@@ -535,6 +663,7 @@ impl Gpu {
                 d: 0,
             };
             self.elementwise(pass, |p| &p.copy_rows, &pv, &[&b.v, &vc], n * hp.kv_dim())?;
+            self.mark(pass, "rope + KV cache");
             let pa = AttnParams {
                 tokens: n as u32,
                 heads: hp.n_head as u32,
@@ -554,7 +683,9 @@ impl Gpu {
                 &[&b.qr, &kc, &vc, &b.scores, &b.att],
                 groups,
             )?;
+            self.mark(pass, "attention");
             self.mul(pass, &l("attn_output"), &b.att, 0, &b.o, n)?;
+            self.mark(pass, "projections");
             let add = Words {
                 a: (n * e) as u32,
                 b: 0,
@@ -563,14 +694,20 @@ impl Gpu {
             };
             if hp.post_norms {
                 self.norm(pass, &b.o, &l("post_attention_norm"), &b.xn, n, e)?;
+                self.mark(pass, "norms");
                 self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.xn], n * e)?;
+                self.mark(pass, "residual adds");
             } else {
                 self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.o], n * e)?;
+                self.mark(pass, "residual adds");
             }
             // Feed-forward.
             self.norm(pass, &b.x, &l("ffn_norm"), &b.xn, n, e)?;
+            self.mark(pass, "norms");
             self.mul(pass, &l("ffn_gate"), &b.xn, 0, &b.gate, n)?;
+            self.mark(pass, "projections");
             self.mul(pass, &l("ffn_up"), &b.xn, 0, &b.up, n)?;
+            self.mark(pass, "projections");
             let glu = Words {
                 a: (n * hp.n_ff) as u32,
                 b: u32::from(hp.act == Act::GeluTanh),
@@ -578,21 +715,31 @@ impl Gpu {
                 d: 0,
             };
             self.elementwise(pass, |p| &p.glu, &glu, &[&b.gate, &b.up], n * hp.n_ff)?;
+            self.mark(pass, "activation");
             self.mul(pass, &l("ffn_down"), &b.gate, 0, &b.o, n)?;
+            self.mark(pass, "projections");
             if hp.post_norms {
                 self.norm(pass, &b.o, &l("post_ffw_norm"), &b.xn, n, e)?;
+                self.mark(pass, "norms");
                 self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.xn], n * e)?;
+                self.mark(pass, "residual adds");
             } else {
                 self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.o], n * e)?;
+                self.mark(pass, "residual adds");
             }
         }
         self.norm(pass, &b.x, "output_norm.weight", &b.xn, n, e)?;
+        self.mark(pass, "norms");
         let output = hp.output.clone();
         match which {
-            Logits::All => self.mul(pass, &output, &b.xn, 0, &b.logits, n)?,
+            Logits::All => {
+                self.mul(pass, &output, &b.xn, 0, &b.logits, n)?;
+                self.mark(pass, "output head");
+            }
             Logits::Last => {
                 let at = ((n - 1) * e * 4) as u64;
                 self.mul(pass, &output, &b.xn, at, &b.logits, 1)?;
+                self.mark(pass, "output head");
                 let p = Words {
                     a: hp.n_vocab as u32,
                     b: 0,
@@ -607,6 +754,8 @@ impl Gpu {
                     &[&b.logits, &b.next],
                     [1, 1, 1],
                 )?;
+                self.mark(pass, "argmax");
+                self.mark(pass, "output head");
             }
         }
         Ok(())

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! cargo run --release --example generate -- MODEL.gguf (--prompt TEXT | --tokens ID,ID,…)
-//!     [--n N] [--ignore-eos] [--backend B] [--logits OUT.npy] [--json]
+//!     [--n N] [--ignore-eos] [--backend B] [--logits OUT.npy] [--reference-logits OUT.npy] [--json]
+//!     [--profile]
 //! ```
 //!
 //! Greedy decoding of up to `N` tokens (default 32; stopping at an end-of-sequence token unless
@@ -12,7 +13,10 @@
 //! tokens ÷ the prompt's seconds; tg: generated tokens ÷ their seconds; both after one untimed
 //! warm-up pass, which compiles the shaders). `--logits OUT.npy` writes the f32 logits of every
 //! prompt position, teacher forced, `[positions, n_vocab]`. `--json` prints one object instead:
-//! the prompt's token ids, the generated ids, the text, both speeds, the adapter.
+//! the prompt's token ids, the generated ids, the text, both speeds, the adapter. `--profile`
+//! then runs the prompt and one decoding step once more with GPU timestamps between the
+//! dispatches and prints where each one's time went (GPU seconds by kind of dispatch, CPU
+//! seconds recording, and the rest of the wall time: submission, waiting, the read-back).
 //!
 //! Architectures: `llama` (SmolLM2) and `gemma3` (Gemma 3), one file each in `arch/`; the
 //! tokenizer is the file's own (`tokenizer.rs`). Every error is one `error:` line, exit 1.
@@ -20,6 +24,7 @@
 mod arch;
 mod gpu;
 mod model;
+mod reference;
 mod tokenizer;
 
 use std::io::Write;
@@ -43,11 +48,14 @@ struct Args {
     ignore_eos: bool,
     backend: Backend,
     logits: Option<PathBuf>,
+    reference_logits: Option<PathBuf>,
     json: bool,
+    profile: bool,
 }
 
 const USAGE: &str = "usage: generate MODEL.gguf (--prompt TEXT | --tokens ID,ID,...) [--n N] \
-                     [--ignore-eos] [--backend B] [--logits OUT.npy] [--json]";
+                     [--ignore-eos] [--backend B] [--logits OUT.npy] [--reference-logits OUT.npy] \
+                     [--json] [--profile]";
 
 fn args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
@@ -59,7 +67,9 @@ fn args() -> Result<Args, String> {
         ignore_eos: false,
         backend: Backend::Auto,
         logits: None,
+        reference_logits: None,
         json: false,
+        profile: false,
     };
     let mut model = None;
     while let Some(arg) = it.next() {
@@ -90,7 +100,9 @@ fn args() -> Result<Args, String> {
                     .map_err(|e: gguf_dequant::Error| e.to_string())?
             }
             "--logits" => a.logits = Some(PathBuf::from(value()?)),
+            "--reference-logits" => a.reference_logits = Some(PathBuf::from(value()?)),
             "--json" => a.json = true,
+            "--profile" => a.profile = true,
             "-h" | "--help" => return Err(USAGE.into()),
             s if s.starts_with('-') => return Err(format!("unknown option {s}; {USAGE}")),
             _ if model.is_none() => model = Some(PathBuf::from(arg)),
@@ -136,9 +148,8 @@ fn run(args: &Args) -> Result<(), ModelError> {
     let engine = Arc::new(GpuEngine::new(args.backend)?);
     let mut gpu = Gpu::new(engine.clone(), &model, prompt.len(), prompt.len() + args.n)?;
 
-    if let Some(path) = &args.logits {
-        let logits = gpu.all_logits(&prompt)?;
-        output::write(
+    let write = |path: &PathBuf, logits: &[f32]| -> Result<(), ModelError> {
+        Ok(output::write(
             path,
             OutputFormat::Npy,
             DType::F32,
@@ -147,8 +158,18 @@ fn run(args: &Args) -> Result<(), ModelError> {
                 shape: vec![prompt.len(), model.hp.n_vocab],
             }],
             None,
-            &|_| Ok(bytemuck::cast_slice::<f32, u8>(&logits).to_vec()),
-        )?;
+            &|_| Ok(bytemuck::cast_slice::<f32, u8>(logits).to_vec()),
+        )?)
+    };
+    if let Some(path) = &args.reference_logits {
+        let r: Vec<f32> = reference::logits(&model, &prompt)?
+            .into_iter()
+            .map(|v| v as f32)
+            .collect();
+        write(path, &r)?;
+    }
+    if let Some(path) = &args.logits {
+        write(path, &gpu.all_logits(&prompt)?)?;
     }
 
     // One untimed pass compiles every pipeline; the prompt is then timed as one batch.
@@ -175,6 +196,31 @@ fn run(args: &Args) -> Result<(), ModelError> {
         tg_tokens as f64 / tg_seconds
     } else {
         0.0
+    };
+    let profiles = if args.profile {
+        gpu.profile()?;
+        let mut out = Vec::new();
+        for (what, tokens, pos) in [
+            ("prompt", prompt.clone(), 0),
+            (
+                "decoding step",
+                vec![next],
+                prompt.len() + generated.len().saturating_sub(1),
+            ),
+        ] {
+            if pos + tokens.len() > prompt.len() + args.n {
+                continue;
+            }
+            let t = Instant::now();
+            gpu.next_token(&tokens, pos)?;
+            let wall = t.elapsed().as_secs_f64();
+            if let Some(p) = gpu.take_profile()? {
+                out.push((what, tokens.len(), wall, p));
+            }
+        }
+        out
+    } else {
+        Vec::new()
     };
     let text = tok.decode(&generated);
     let adapter = format!(
@@ -203,6 +249,26 @@ fn run(args: &Args) -> Result<(), ModelError> {
             "pp {pp:.2} tokens/s ({} tokens), tg {tg:.2} tokens/s ({tg_tokens} tokens) on {adapter}",
             prompt.len()
         );
+    }
+    for (what, tokens, wall, p) in &profiles {
+        let gpu_total: f64 = p.gpu.iter().map(|(_, s)| s).sum();
+        let _ = writeln!(
+            out,
+            "profile, {what} ({tokens} tokens): {:.1} ms wall = {:.1} ms GPU + {:.1} ms recording + \
+             {:.1} ms submission, waiting and read-back",
+            wall * 1e3,
+            gpu_total * 1e3,
+            p.record_seconds * 1e3,
+            (wall - gpu_total - p.record_seconds).max(0.0) * 1e3
+        );
+        for (label, s) in &p.gpu {
+            let _ = writeln!(
+                out,
+                "  {label:18} {:9.2} ms  {:5.1} %",
+                s * 1e3,
+                100.0 * s / gpu_total
+            );
+        }
     }
     Ok(())
 }

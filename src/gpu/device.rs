@@ -122,14 +122,17 @@ pub fn list_adapters() -> Vec<AdapterDetails> {
 }
 
 /// A device of `adapter` with the adapter's own limits and, when it has them, the timestamp
-/// features that [`super::timing::GpuTimer`] uses (`TIMESTAMP_QUERY`, and
-/// `TIMESTAMP_QUERY_INSIDE_ENCODERS`).
+/// features: `TIMESTAMP_QUERY` and `TIMESTAMP_QUERY_INSIDE_ENCODERS` (what
+/// [`super::timing::GpuTimer`] uses), and `TIMESTAMP_QUERY_INSIDE_PASSES` (for a caller that
+/// times the dispatches of one pass, as examples/generate's `--profile` does).
 pub(crate) fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue)> {
     let info = adapter.get_info();
     let desc = wgpu::DeviceDescriptor {
         label: Some("gguf-dequant"),
         required_features: adapter.features()
-            & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS),
+            & (wgpu::Features::TIMESTAMP_QUERY
+                | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
+                | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
         required_limits: adapter.limits(),
         ..Default::default()
     };
