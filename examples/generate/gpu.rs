@@ -686,21 +686,7 @@ impl Gpu {
             self.mark(pass, "attention");
             self.mul(pass, &l("attn_output"), &b.att, 0, &b.o, n)?;
             self.mark(pass, "projections");
-            let add = Words {
-                a: (n * e) as u32,
-                b: 0,
-                c: 0,
-                d: 0,
-            };
-            if hp.post_norms {
-                self.norm(pass, &b.o, &l("post_attention_norm"), &b.xn, n, e)?;
-                self.mark(pass, "norms");
-                self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.xn], n * e)?;
-                self.mark(pass, "residual adds");
-            } else {
-                self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.o], n * e)?;
-                self.mark(pass, "residual adds");
-            }
+            self.residual(pass, &b, hp.post_norms.then(|| l("post_attention_norm")), n)?;
             // Feed-forward.
             self.norm(pass, &b.x, &l("ffn_norm"), &b.xn, n, e)?;
             self.mark(pass, "norms");
@@ -718,15 +704,7 @@ impl Gpu {
             self.mark(pass, "activation");
             self.mul(pass, &l("ffn_down"), &b.gate, 0, &b.o, n)?;
             self.mark(pass, "projections");
-            if hp.post_norms {
-                self.norm(pass, &b.o, &l("post_ffw_norm"), &b.xn, n, e)?;
-                self.mark(pass, "norms");
-                self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.xn], n * e)?;
-                self.mark(pass, "residual adds");
-            } else {
-                self.elementwise(pass, |p| &p.add, &add, &[&b.x, &b.o], n * e)?;
-                self.mark(pass, "residual adds");
-            }
+            self.residual(pass, &b, hp.post_norms.then(|| l("post_ffw_norm")), n)?;
         }
         self.norm(pass, &b.x, "output_norm.weight", &b.xn, n, e)?;
         self.mark(pass, "norms");
@@ -758,6 +736,35 @@ impl Gpu {
                 self.mark(pass, "output head");
             }
         }
+        Ok(())
+    }
+
+    /// `x += o`, or `x += RMSNorm(o)` with the weight `post_norm` where the architecture norms a
+    /// block's output before adding it.
+    fn residual(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'_>,
+        b: &Buffers,
+        post_norm: Option<String>,
+        n: usize,
+    ) -> Result<(), ModelError> {
+        let e = self.hp.n_embd;
+        let out = match post_norm {
+            Some(w) => {
+                self.norm(pass, &b.o, &w, &b.xn, n, e)?;
+                self.mark(pass, "norms");
+                &b.xn
+            }
+            None => &b.o,
+        };
+        let add = Words {
+            a: (n * e) as u32,
+            b: 0,
+            c: 0,
+            d: 0,
+        };
+        self.elementwise(pass, |p| &p.add, &add, &[&b.x, out], n * e)?;
+        self.mark(pass, "residual adds");
         Ok(())
     }
 

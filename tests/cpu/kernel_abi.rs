@@ -11,6 +11,8 @@ use gguf_dequant::gpu::kernels::{
 };
 use gguf_dequant::{formats, DType};
 
+use crate::support::shader::validate;
+
 /// A representative set of keys: every op on every format with a shader, and for the matvec
 /// kernels every columns × threads × x reader on two formats (with and without grids).
 fn keys() -> Vec<KernelKey> {
@@ -54,16 +56,9 @@ fn check(key: &KernelKey) -> Vec<String> {
 /// Everything that differs between `src`, the WGSL of `key`, and the Rust side.
 fn check_source(key: &KernelKey, src: &str) -> Vec<String> {
     let what = format!("{key:?}");
-    let module = naga::front::wgsl::parse_str(src)
-        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(src)));
+    let (module, info) = validate(&what, src).unwrap_or_else(|e| panic!("{e}"));
     let mut layouter = naga::proc::Layouter::default();
     layouter.update(module.to_ctx()).expect("layouts");
-    let info = naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(src)));
     let Some(ep) = module
         .entry_points
         .iter()

@@ -3,6 +3,8 @@
 //! No GPU needed.
 
 use gguf_dequant::gpu::shaders;
+
+use crate::support::shader::{translate, validate};
 use gguf_dequant::{DType, Format};
 
 fn composed() -> Vec<(String, &'static str)> {
@@ -15,18 +17,6 @@ fn composed() -> Vec<(String, &'static str)> {
         }
     }
     out
-}
-
-fn validate(label: &str, src: &str) -> Result<(naga::Module, naga::valid::ModuleInfo), String> {
-    let module =
-        naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string_with_path(src, label))?;
-    let info = naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
-    )
-    .validate(&module)
-    .map_err(|e| e.emit_to_string_with_path(src, label))?;
-    Ok((module, info))
 }
 
 #[test]
@@ -67,56 +57,9 @@ fn every_shader_parses_and_validates_without_capabilities() {
 fn every_shader_translates_to_all_backends() {
     let mut failures = Vec::new();
     for (label, src) in composed() {
-        let (module, info) = match validate(&label, src) {
-            Ok(m) => m,
-            Err(e) => {
-                failures.push(e);
-                continue;
-            }
-        };
-        let spv =
-            naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None);
-        if let Err(e) = spv {
-            failures.push(format!("{label}: SPIR-V: {e}"));
-        }
-        let msl = naga::back::msl::write_string(
-            &module,
-            &info,
-            &naga::back::msl::Options::default(),
-            &naga::back::msl::PipelineOptions::default(),
-        );
-        if let Err(e) = msl {
-            failures.push(format!("{label}: MSL: {e}"));
-        }
-        let hlsl_options = naga::back::hlsl::Options::default();
-        let hlsl_pipeline = naga::back::hlsl::PipelineOptions::default();
-        let mut hlsl = String::new();
-        let r = naga::back::hlsl::Writer::new(&mut hlsl, &hlsl_options, &hlsl_pipeline)
-            .write(&module, &info, None);
-        if let Err(e) = r {
-            failures.push(format!("{label}: HLSL: {e}"));
-        }
-        let glsl_options = naga::back::glsl::Options {
-            version: naga::back::glsl::Version::new_gles(310),
-            ..Default::default()
-        };
-        let glsl_pipeline = naga::back::glsl::PipelineOptions {
-            shader_stage: naga::ShaderStage::Compute,
-            entry_point: "main".to_string(),
-            multiview: None,
-        };
-        let mut glsl = String::new();
-        let r = naga::back::glsl::Writer::new(
-            &mut glsl,
-            &module,
-            &info,
-            &glsl_options,
-            &glsl_pipeline,
-            naga::proc::BoundsCheckPolicies::default(),
-        )
-        .and_then(|mut w| w.write());
-        if let Err(e) = r {
-            failures.push(format!("{label}: GLSL: {e}"));
+        match validate(&label, src) {
+            Ok((module, info)) => failures.extend(translate(&label, &module, &info, "main")),
+            Err(e) => failures.push(e),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

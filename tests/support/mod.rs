@@ -12,6 +12,7 @@
 //!   When a variable or file is missing, the helpers panic under `CI=true` (no silent skips in CI)
 //!   and otherwise print a loud `SKIPPED` line and return `None`.
 //! * [`spec_tables`]: the spec's lookup tables, `spec/tables.json` in the repository.
+//! * [`shader`]: WGSL validated and translated by naga, as the shader tests check it.
 //! * [`rng`]: the one PRNG of the tests (splitmix64) and random blocks with finite scales.
 //! * [`codec`]: the CPU codecs as the tests call them, and bit-for-bit comparison of outputs.
 //! * [`gguf`]: files built with the library's `GgufWriter`, and [`gguf::Raw`] for malformed ones.
@@ -27,6 +28,7 @@ pub mod gguf;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod rng;
+pub mod shader;
 
 use std::path::PathBuf;
 

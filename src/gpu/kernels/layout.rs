@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::params::MAX_PARAMS_BYTES;
 use super::{binding, kernel_source, KernelKey, Op, StorageBinding};
 use crate::gpu::device::DeviceState;
-use crate::gpu::pipelines::{compile, PipelineCache};
+use crate::gpu::pipelines::{compile, storage, PipelineCache};
 use crate::gpu::{scoped, GpuError};
 use crate::Result;
 
@@ -34,16 +34,7 @@ impl BindingKind {
             BindingKind::Storage { min_bytes } => (true, min_bytes),
             BindingKind::StorageReadWrite { min_bytes } => (false, min_bytes),
         };
-        wgpu::BindGroupLayoutEntry {
-            binding,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only },
-                has_dynamic_offset: false,
-                min_binding_size: wgpu::BufferSize::new(min.max(4)),
-            },
-            count: None,
-        }
+        storage(binding, read_only, min.max(4))
     }
 }
 
