@@ -4,7 +4,8 @@
 //! library's kernels, and the engine's own kernels (`wgsl/*.wgsl`: RMSNorm, RoPE, attention over
 //! the KV cache, the gated activation, residual adds, argmax) compiled as `Program`s. Everything of
 //! one forward pass is recorded into one compute pass with one `Recorder` kept for the whole run,
-//! so a decoding step, once warm, creates no wgpu object. f32 throughout (the KV cache too).
+//! so a decoding step, once warm, creates no wgpu object. f32 throughout (the KV cache too),
+//! unless asked to have the activations as llama.cpp's CPU backend has them ([`Activations`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,7 +17,7 @@ use gguf_dequant::gpu::loader::{
     LoadOptions, Residency, ResidentModel, ResidentTensor, WeightLoader,
 };
 use gguf_dequant::gpu::{buffers, GpuEngine};
-use gguf_dequant::DType;
+use gguf_dequant::{DType, Format};
 
 use crate::model::{Act, Model, ModelError, Rope};
 
@@ -30,6 +31,7 @@ struct Programs {
     scale: Program,
     copy_rows: Program,
     argmax: Program,
+    ggml_cpu: Program,
 }
 
 fn ro() -> BindingKind {
@@ -72,6 +74,11 @@ impl Programs {
                 &[ro(), rw()],
             )?,
             argmax: p("argmax", include_str!("wgsl/argmax.wgsl"), &[ro(), rw()])?,
+            ggml_cpu: p(
+                "ggml_cpu",
+                include_str!("wgsl/ggml_cpu.wgsl"),
+                &[ro(), rw()],
+            )?,
         })
     }
 }
@@ -119,6 +126,39 @@ struct Words {
     b: u32,
     c: u32,
     d: u32,
+}
+
+/// What a projection's dot products see of its activations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Activations {
+    /// The f32 values as computed (exact arithmetic up to f32 rounding).
+    #[default]
+    F32,
+    /// As llama.cpp's CPU backend has them: each projection's input quantised to its weight's
+    /// `vec_dot_type` (Q8_0, Q8_1, Q8_K, f16, bf16: [`ggml_vec_dot`]) and the GELU through
+    /// ggml's f16 table (`wgsl/ggml_cpu.wgsl`, `wgsl/glu.wgsl`). Not a speed path: it shows that
+    /// what separates our logits from llama.cpp's CPU logits is that rounding and nothing else.
+    /// One difference stays: Q8_1's block sum `s` is `f16(d·Σq)` there and `f16(d)·Σq` here.
+    GgmlCpu,
+}
+
+/// The values in one block of each quantisation kind of [`ggml_vec_dot`].
+const GGML_BLOCK: [u64; 4] = [32, 256, 1, 1];
+
+/// The quantisation llama.cpp's CPU backend applies to the activations of a projection on
+/// weights of `format` (`type_traits_cpu[format].vec_dot_type` in ggml-cpu.c), as the kind
+/// `wgsl/ggml_cpu.wgsl` takes: 0 Q8_0 (and Q8_1, whose quants are Q8_0's), 1 Q8_K, 2 f16, 3 bf16;
+/// `None` where it keeps f32 (F32 weights, and formats its CPU backend has no dot product for).
+pub fn ggml_vec_dot(format: Format) -> Option<u32> {
+    use Format::*;
+    match format {
+        Q1_0 | Q2_0 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 | MXFP4 | NVFP4 | IQ4_NL => Some(0),
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ2_XXS | IQ2_XS | IQ3_XXS | IQ3_S | IQ2_S | IQ1_S
+        | IQ1_M | IQ4_XS | TQ1_0 | TQ2_0 => Some(1),
+        F16 => Some(2),
+        BF16 => Some(3),
+        _ => None,
+    }
 }
 
 /// Which logits a forward pass writes.
@@ -169,6 +209,9 @@ pub struct Gpu {
     pub load_seconds: f64,
     /// GPU timestamps between dispatches, when asked for ([`Gpu::profile`]).
     profiler: Option<Profiler>,
+    activations: Activations,
+    /// A projection's quantised input under [`Activations::GgmlCpu`].
+    xq: Option<wgpu::Buffer>,
 }
 
 /// GPU timestamps written between the dispatches of a forward pass (`TIMESTAMP_QUERY_INSIDE_PASSES`),
@@ -314,7 +357,21 @@ impl Gpu {
             ctx,
             load_seconds,
             profiler: None,
+            activations: Activations::F32,
+            xq: None,
         })
+    }
+
+    /// Has every later forward pass's projections see their activations as `a` says.
+    pub fn set_activations(&mut self, a: Activations) -> Result<(), ModelError> {
+        if a == Activations::GgmlCpu && self.xq.is_none() {
+            let hp = &self.hp;
+            let widest = hp.n_embd.max(hp.q_dim()).max(hp.n_ff) as u64;
+            let bytes = self.max_batch as u64 * widest * 4;
+            self.xq = Some(storage(&self.engine, "ggml activations", bytes)?);
+        }
+        self.activations = a;
+        Ok(())
     }
 
     /// Times every later forward pass's dispatches with timestamps (where the adapter has
@@ -503,6 +560,29 @@ impl Gpu {
             name: w.into(),
             reason: "was not loaded".into(),
         })?;
+        let (x, x_at) = match (self.activations, &self.xq, ggml_vec_dot(weight.format)) {
+            (Activations::GgmlCpu, Some(xq), Some(kind)) => {
+                let k = weight.dims[0] as u32;
+                let p = Words {
+                    a: n as u32,
+                    b: k,
+                    c: (x_at / 4) as u32,
+                    d: kind,
+                };
+                let blocks = (n as u64 * u64::from(k)).div_ceil(GGML_BLOCK[kind as usize]);
+                let groups = self.fold(blocks.div_ceil(64));
+                Gpu::run(
+                    &mut self.recorder,
+                    pass,
+                    &self.programs.ggml_cpu,
+                    &p,
+                    &[x, xq],
+                    groups,
+                )?;
+                (xq, 0)
+            }
+            _ => (x, x_at),
+        };
         let job = MulMatJob {
             weight,
             x: Operand {
@@ -696,7 +776,11 @@ impl Gpu {
             self.mark(pass, "projections");
             let glu = Words {
                 a: (n * hp.n_ff) as u32,
-                b: u32::from(hp.act == Act::GeluTanh),
+                b: match (hp.act, self.activations) {
+                    (Act::Silu, _) => 0,
+                    (Act::GeluTanh, Activations::F32) => 1,
+                    (Act::GeluTanh, Activations::GgmlCpu) => 2,
+                },
                 c: 0,
                 d: 0,
             };
@@ -813,23 +897,70 @@ impl Gpu {
         self.forward(tokens, 0, Logits::All)?;
         let len = (tokens.len() * self.hp.n_vocab * 4) as u64;
         let engine = self.engine.clone();
-        let (_, staging) = (
-            (),
-            buffers::upload_sized(
-                engine.device(),
-                "logits readback",
-                &[],
-                len,
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            )?,
-        );
-        let mut encoder = engine.device().create_command_encoder(&Default::default());
-        encoder.copy_buffer_to_buffer(&self.b.logits, 0, &staging, 0, len);
-        let index = engine.queue().submit([encoder.finish()]);
-        let mut out = vec![0u8; len as usize];
-        engine
-            .read_into(&staging, index, &mut out)
-            .map_err(gguf_dequant::Error::from)?;
-        Ok(bytemuck::pod_collect_to_vec(&out))
+        let encoder = engine.device().create_command_encoder(&Default::default());
+        read_back(&engine, encoder, &self.b.logits, len)
     }
+}
+
+/// `len` bytes of `src` read back, after what `encoder` holds.
+fn read_back(
+    engine: &GpuEngine,
+    mut encoder: wgpu::CommandEncoder,
+    src: &wgpu::Buffer,
+    len: u64,
+) -> Result<Vec<f32>, ModelError> {
+    let staging = buffers::upload_sized(
+        engine.device(),
+        "readback",
+        &[],
+        len,
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+    )?;
+    encoder.copy_buffer_to_buffer(src, 0, &staging, 0, len);
+    let index = engine.queue().submit([encoder.finish()]);
+    let mut out = vec![0u8; len as usize];
+    engine
+        .read_into(&staging, index, &mut out)
+        .map_err(gguf_dequant::Error::from)?;
+    Ok(bytemuck::pod_collect_to_vec(&out))
+}
+
+/// Rows of `k` activations as [`Activations::GgmlCpu`] has them for the quantisation `kind`
+/// ([`ggml_vec_dot`]): `wgsl/ggml_cpu.wgsl` alone, for the tests.
+#[cfg(test)]
+pub fn ggml_cpu_round(
+    engine: &GpuEngine,
+    x: &[f32],
+    k: usize,
+    kind: u32,
+) -> Result<Vec<f32>, ModelError> {
+    let programs = Programs::new(engine)?;
+    let mut recorder = engine.recorder();
+    let bytes = (x.len() * 4) as u64;
+    let src = storage(engine, "x", bytes)?;
+    engine
+        .queue()
+        .write_buffer(&src, 0, bytemuck::cast_slice(x));
+    let dst = storage(engine, "xq", bytes)?;
+    let p = Words {
+        a: (x.len() / k) as u32,
+        b: k as u32,
+        c: 0,
+        d: kind,
+    };
+    let mut encoder = engine.device().create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        let groups = (x.len() as u64 / GGML_BLOCK[kind as usize]).div_ceil(64) as u32;
+        Gpu::run(
+            &mut recorder,
+            &mut pass,
+            &programs.ggml_cpu,
+            &p,
+            &[&src, &dst],
+            [groups, 1, 1],
+        )?;
+    }
+    recorder.finish();
+    read_back(engine, encoder, &dst, bytes)
 }

@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release --example generate -- MODEL.gguf (--prompt TEXT | --tokens ID,ID,…)
 //!     [--n N] [--ignore-eos] [--backend B] [--logits OUT.npy] [--reference-logits OUT.npy] [--json]
-//!     [--profile]
+//!     [--profile] [--activations f32|ggml-cpu]
 //! ```
 //!
 //! Greedy decoding of up to `N` tokens (default 32; stopping at an end-of-sequence token unless
@@ -17,6 +17,9 @@
 //! then runs the prompt and one decoding step once more with GPU timestamps between the
 //! dispatches and prints where each one's time went (GPU seconds by kind of dispatch, CPU
 //! seconds recording, and the rest of the wall time: submission, waiting, the read-back).
+//! `--activations ggml-cpu` has every projection's dot products see their activations as
+//! llama.cpp's CPU backend does (quantised to the weight's `vec_dot_type`, GELU through ggml's
+//! f16 table: [`gpu::Activations`]), to show that this is all that separates the two.
 //!
 //! Architectures: `llama` (SmolLM2) and `gemma3` (Gemma 3), one file each in `arch/`; the
 //! tokenizer is the file's own (`tokenizer.rs`). Every error is one `error:` line, exit 1.
@@ -32,11 +35,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use gguf_dequant::gpu::GpuEngine;
+use gguf_dequant::gpu::{EngineOptions, GpuEngine};
 use gguf_dequant::output::{self, OutputFormat, OutputTensor};
 use gguf_dequant::{Backend, DType};
 
-use gpu::Gpu;
+use gpu::{Activations, Gpu};
 use model::{Model, ModelError};
 use tokenizer::Tok;
 
@@ -51,11 +54,12 @@ struct Args {
     reference_logits: Option<PathBuf>,
     json: bool,
     profile: bool,
+    activations: Activations,
 }
 
 const USAGE: &str = "usage: generate MODEL.gguf (--prompt TEXT | --tokens ID,ID,...) [--n N] \
                      [--ignore-eos] [--backend B] [--logits OUT.npy] [--reference-logits OUT.npy] \
-                     [--json] [--profile]";
+                     [--json] [--profile] [--activations f32|ggml-cpu]";
 
 fn args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
@@ -70,6 +74,7 @@ fn args() -> Result<Args, String> {
         reference_logits: None,
         json: false,
         profile: false,
+        activations: Activations::F32,
     };
     let mut model = None;
     while let Some(arg) = it.next() {
@@ -103,6 +108,13 @@ fn args() -> Result<Args, String> {
             "--reference-logits" => a.reference_logits = Some(PathBuf::from(value()?)),
             "--json" => a.json = true,
             "--profile" => a.profile = true,
+            "--activations" => {
+                a.activations = match value()?.as_str() {
+                    "f32" => Activations::F32,
+                    "ggml-cpu" => Activations::GgmlCpu,
+                    v => return Err(format!("--activations takes f32 or ggml-cpu, not `{v}`")),
+                }
+            }
             "-h" | "--help" => return Err(USAGE.into()),
             s if s.starts_with('-') => return Err(format!("unknown option {s}; {USAGE}")),
             _ if model.is_none() => model = Some(PathBuf::from(arg)),
@@ -145,8 +157,14 @@ fn run(args: &Args) -> Result<(), ModelError> {
         (None, None) => Vec::new(),
     };
     model.check_tokens(&prompt, args.n)?;
-    let engine = Arc::new(GpuEngine::new(args.backend)?);
+    // One forward pass is one submission: on a CPU adapter a long prompt takes minutes.
+    let options = EngineOptions {
+        timeout: std::time::Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let engine = Arc::new(GpuEngine::with_options(args.backend, options)?);
     let mut gpu = Gpu::new(engine.clone(), &model, prompt.len(), prompt.len() + args.n)?;
+    gpu.set_activations(args.activations)?;
 
     let write = |path: &PathBuf, logits: &[f32]| -> Result<(), ModelError> {
         Ok(output::write(

@@ -13,8 +13,13 @@ KL divergence (nats) of the second's distribution from the first's, softmax in f
 llama.cpp CPU against llama.cpp Vulkan (how far llama.cpp is from itself), each of those against
 ours (`--backend`, default vulkan: the first Vulkan adapter, lavapipe on a machine without a GPU),
 and all three against exact arithmetic: examples/generate's f64 CPU forward pass
-(`--reference-logits`). Needs numpy (the project venv has it) and a release build of the example
-(`cargo build --release --example generate`, done here).
+(`--reference-logits`). Last, ours with `--activations ggml-cpu` (each projection's input
+quantised to its weight's vec_dot_type and the GELU through ggml's f16 table, as ggml's CPU
+backend does) against exact arithmetic and against llama.cpp CPU: the first is what that rounding
+costs, the second shows that having the same rounding rules does not bring two f32
+implementations together (the quantisation turns their last-bit differences into different
+quants, layer after layer). Needs numpy (the project venv has it) and a release build of the
+example (`cargo build --release --example generate`, done here).
 
 `--speed` measures instead, in one sitting per model: llama-bench -p 64 -n 32 -ngl 99 (llama.cpp's
 Vulkan backend on the same driver) and ours on 64 prompt tokens and 32 generated ones
@@ -125,12 +130,15 @@ def main():
         for m in models:
             ids = peer("oracle", "tokenize", m, data=PROMPT.encode()).decode().split()
             line = " ".join(ids).encode() + b"\n"
-            cpu, vk, ours, ref = (os.path.join(tmp, f) for f in ("cpu.npy", "vk.npy", "ours.npy", "ref.npy"))
+            cpu, vk, ours, ref, og = (os.path.join(tmp, f) for f in ("cpu.npy", "vk.npy", "ours.npy", "ref.npy",
+                                                                     "ours_ggml.npy"))
             peer("oracle", "logits", m, "cpu", cpu, data=line)
             peer("oracle", "logits", m, "vulkan", vk, data=line)
             subprocess.run([gen, m, "--tokens", ",".join(ids), "--n", "0", "--backend", args.backend,
                             "--logits", ours, "--reference-logits", ref], check=True, capture_output=True)
-            lc, lv, lo, lr = np.load(cpu), np.load(vk), np.load(ours), np.load(ref)
+            subprocess.run([gen, m, "--tokens", ",".join(ids), "--n", "0", "--backend", args.backend,
+                            "--logits", og, "--activations", "ggml-cpu"], check=True, capture_output=True)
+            lc, lv, lo, lr, lg = np.load(cpu), np.load(vk), np.load(ours), np.load(ref), np.load(og)
             r = {"model": os.path.basename(m), "tokens": len(ids)}
             r["cpu_vs_vulkan"] = compare(lc, lv)
             r["cpu_vs_ours"] = compare(lc, lo)
@@ -138,6 +146,8 @@ def main():
             r["f64_vs_ours"] = compare(lr, lo)
             r["f64_vs_cpu"] = compare(lr, lc)
             r["f64_vs_vulkan"] = compare(lr, lv)
+            r["f64_vs_ours_ggml_cpu"] = compare(lr, lg)
+            r["cpu_vs_ours_ggml_cpu"] = compare(lc, lg)
             rows.append(r)
             print(f"{r['model']:36} {len(ids):3} tokens  " + "  ".join(
                 f"{k}: top-1 {v[0] * 100:6.2f} %, KL {v[1]:.2e}" for k, v in r.items() if isinstance(v, tuple)),

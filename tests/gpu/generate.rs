@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use gguf_dequant::gpu::GpuEngine;
 
-use crate::gpu::Gpu;
+use crate::gpu::{self as engine_gpu, Gpu};
 use crate::gpu_test;
 use crate::model::Model;
 use crate::support;
@@ -179,4 +179,117 @@ fn bound(h: &crate::model::Hparams) -> f64 {
     let k_max = h.n_embd.max(h.n_ff).max(h.q_dim()) as f64;
     (h.n_layer as f64 + 1.0) * k_max * f64::powi(2.0, -23)
 }
-gpu_test!(generate_logits, logits_match_the_f64_reference);
+// A pass of a prompt on a CPU adapter of a loaded machine may take longer than the default minute.
+gpu_test!(
+    generate_logits,
+    logits_match_the_f64_reference,
+    options = gguf_dequant::gpu::EngineOptions {
+        timeout: std::time::Duration::from_secs(600),
+        ..Default::default()
+    }
+);
+
+/// ggml's CPU quantisation of activations, decoded back to f32 (what `wgsl/ggml_cpu.wgsl`
+/// gives), with each value's scaled argument `x · id` (NaN for kinds 2 and 3): kind 0 is
+/// `quantize_row_q8_0` as llama.cpp builds it for x86 (the AVX2 path of
+/// ggml-cpu/arch/x86/quants.c: d = f16(max|x| / 127), q = round-to-even(x · 127 / max|x|)), 1
+/// is `quantize_row_q8_K_ref` (ggml-quants.c: the first value of largest magnitude, with its
+/// sign, sets iscale = -127 / it, q = min(127, nearest_int(iscale · x)), d = 1 / iscale in f32),
+/// 2 and 3 round each value to f16 and bf16.
+fn ggml_round(kind: u32, x: &[f32]) -> Vec<(f32, f32)> {
+    match kind {
+        0 => x
+            .chunks_exact(32)
+            .flat_map(|b| {
+                let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let d = half::f16::from_f32(amax / 127.0).to_f32();
+                let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+                b.iter()
+                    .map(move |v| (d * (v * id).round_ties_even(), v * id))
+            })
+            .collect(),
+        1 => x
+            .chunks_exact(256)
+            .flat_map(|b| {
+                let (mut amax, mut max) = (0f32, 0f32);
+                for &v in b {
+                    if v.abs() > amax {
+                        (amax, max) = (v.abs(), v);
+                    }
+                }
+                let iscale = if amax != 0.0 { -127.0 / max } else { 0.0 };
+                let d = if amax != 0.0 { 1.0 / iscale } else { 0.0 };
+                b.iter().map(move |v| {
+                    let t = iscale * v;
+                    (d * t.round_ties_even().min(127.0), t)
+                })
+            })
+            .collect(),
+        2 => x
+            .iter()
+            .map(|&v| (half::f16::from_f32(v).to_f32(), f32::NAN))
+            .collect(),
+        _ => x
+            .iter()
+            .map(|&v| (half::bf16::from_f32(v).to_f32(), f32::NAN))
+            .collect(),
+    }
+}
+
+/// `--activations ggml-cpu`'s quantiser follows ggml's rules, on rows of random activations of
+/// mixed scales with an all-zero block and blocks led by a negative value. f16 and bf16 are
+/// bit-exact; a Q8 value is within 8 ulp of ggml's (WGSL's division, which sets the scales, is
+/// within 2.5 ulp, not correctly rounded), or, where `x · id` is within 10⁻⁴ of a half-integer,
+/// within one quant.
+fn ggml_cpu_activations_are_ggmls(engine: GpuEngine) {
+    let k = 512;
+    let mut rng = crate::support::rng::Rng::new(23);
+    let mut x: Vec<f32> = (0..3 * k)
+        .map(|i| {
+            let u = (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            u * [1e-3, 1.0, 37.0, 1e4][(i / 64) % 4]
+        })
+        .collect();
+    x[256..288].fill(0.0);
+    // Led by a negative value (f16's range ends at 65504; activations stay well inside it).
+    x[600] = -6e4;
+    x[1100] = -3e4;
+    for kind in 0..4 {
+        let got = engine_gpu::ggml_cpu_round(&engine, &x, k, kind).unwrap();
+        let want = ggml_round(kind, &x);
+        let block = [32, 256, 1, 1][kind as usize];
+        let mut exact = 0;
+        for (i, (&(w, t), g)) in want.iter().zip(&got).enumerate() {
+            exact += usize::from(w.to_bits() == g.to_bits());
+            let quant = if kind < 2 {
+                let b = &want[i / block * block..][..block];
+                // A block's scale: its largest value over its largest quant.
+                b.iter().fold(0f32, |m, &(w, _)| m.max(w.abs())) / 127.0
+            } else {
+                0.0
+            };
+            let near_half = ((t.abs().fract()) - 0.5).abs() < 1e-4;
+            let tol = if near_half {
+                quant * 1.01
+            } else {
+                8.0 * f32::EPSILON / 2.0 * w.abs()
+            };
+            assert!(
+                if kind >= 2 {
+                    w.to_bits() == g.to_bits()
+                } else {
+                    (w - g).abs() <= tol
+                },
+                "{} kind {kind} value {i} ({}): ggml {w:e}, ours {g:e}",
+                label(&engine),
+                x[i]
+            );
+        }
+        eprintln!(
+            "[generate] {} ggml activations kind {kind}: {exact} of {} values bit-exact",
+            label(&engine),
+            x.len()
+        );
+    }
+}
+gpu_test!(ggml_cpu_activations, ggml_cpu_activations_are_ggmls);
