@@ -136,14 +136,16 @@ pub enum Activations {
     F32,
     /// As llama.cpp's CPU backend has them: each projection's input quantised to its weight's
     /// `vec_dot_type` (Q8_0, Q8_1, Q8_K, f16, bf16: [`ggml_vec_dot`]) and the GELU through
-    /// ggml's f16 table (`wgsl/ggml_cpu.wgsl`, `wgsl/glu.wgsl`). Not a speed path: it shows that
-    /// what separates our logits from llama.cpp's CPU logits is that rounding and nothing else.
-    /// One difference stays: Q8_1's block sum `s` is `f16(d·Σq)` there and `f16(d)·Σq` here.
+    /// ggml's f16 table (`wgsl/ggml_cpu.wgsl`, `wgsl/glu.wgsl`). Not a speed path: it shows
+    /// what that rounding costs against exact arithmetic, and that sharing it does not bring two
+    /// f32 implementations together (the 8-bit rounding turns last-bit differences into
+    /// different quants). One difference stays: Q8_1's block sum `s` is `f16(d·Σq)` there and
+    /// `f16(d)·Σq` here.
     GgmlCpu,
 }
 
 /// The values in one block of each quantisation kind of [`ggml_vec_dot`].
-const GGML_BLOCK: [u64; 4] = [32, 256, 1, 1];
+pub const GGML_BLOCK: [u64; 4] = [32, 256, 1, 1];
 
 /// The quantisation llama.cpp's CPU backend applies to the activations of a projection on
 /// weights of `format` (`type_traits_cpu[format].vec_dot_type` in ggml-cpu.c), as the kind
@@ -516,12 +518,7 @@ impl Gpu {
     }
 
     fn fold(&self, groups: u64) -> [u32; 3] {
-        let max = self.engine.limits().max_compute_workgroups_per_dimension as u64;
-        if groups <= max {
-            return [groups.max(1) as u32, 1, 1];
-        }
-        let y = groups.div_ceil(max);
-        [groups.div_ceil(y) as u32, y as u32, 1]
+        fold(&self.engine, groups)
     }
 
     /// Dispatches `program` on whole buffers.
@@ -562,22 +559,17 @@ impl Gpu {
         })?;
         let (x, x_at) = match (self.activations, &self.xq, ggml_vec_dot(weight.format)) {
             (Activations::GgmlCpu, Some(xq), Some(kind)) => {
-                let k = weight.dims[0] as u32;
-                let p = Words {
-                    a: n as u32,
-                    b: k,
-                    c: (x_at / 4) as u32,
-                    d: kind,
-                };
-                let blocks = (n as u64 * u64::from(k)).div_ceil(GGML_BLOCK[kind as usize]);
-                let groups = self.fold(blocks.div_ceil(64));
-                Gpu::run(
-                    &mut self.recorder,
+                let rows = (n, weight.dims[0] as usize);
+                let (recorder, program) = (&mut self.recorder, &self.programs.ggml_cpu);
+                ggml_cpu(
+                    &self.engine,
+                    recorder,
                     pass,
-                    &self.programs.ggml_cpu,
-                    &p,
-                    &[x, xq],
-                    groups,
+                    program,
+                    (x, x_at),
+                    xq,
+                    rows,
+                    kind,
                 )?;
                 (xq, 0)
             }
@@ -902,6 +894,40 @@ impl Gpu {
     }
 }
 
+/// `groups` workgroups as a grid within the device's limit per dimension.
+fn fold(engine: &GpuEngine, groups: u64) -> [u32; 3] {
+    let max = engine.limits().max_compute_workgroups_per_dimension as u64;
+    if groups <= max {
+        return [groups.max(1) as u32, 1, 1];
+    }
+    let y = groups.div_ceil(max);
+    [groups.div_ceil(y) as u32, y as u32, 1]
+}
+
+/// Records `wgsl/ggml_cpu.wgsl`: `rows.0` rows of `rows.1` values of `x` from byte `x.1` into
+/// `xq` as the quantisation `kind` ([`ggml_vec_dot`]) has them.
+#[allow(clippy::too_many_arguments)]
+fn ggml_cpu(
+    engine: &GpuEngine,
+    recorder: &mut Recorder,
+    pass: &mut wgpu::ComputePass<'_>,
+    program: &Program,
+    x: (&wgpu::Buffer, u64),
+    xq: &wgpu::Buffer,
+    rows: (usize, usize),
+    kind: u32,
+) -> Result<(), ModelError> {
+    let p = Words {
+        a: rows.0 as u32,
+        b: rows.1 as u32,
+        c: (x.1 / 4) as u32,
+        d: kind,
+    };
+    let blocks = (rows.0 as u64 * rows.1 as u64).div_ceil(GGML_BLOCK[kind as usize]);
+    let groups = fold(engine, blocks.div_ceil(64));
+    Gpu::run(recorder, pass, program, &p, &[x.0, xq], groups)
+}
+
 /// `len` bytes of `src` read back, after what `encoder` holds.
 fn read_back(
     engine: &GpuEngine,
@@ -942,23 +968,20 @@ pub fn ggml_cpu_round(
         .queue()
         .write_buffer(&src, 0, bytemuck::cast_slice(x));
     let dst = storage(engine, "xq", bytes)?;
-    let p = Words {
-        a: (x.len() / k) as u32,
-        b: k as u32,
-        c: 0,
-        d: kind,
-    };
     let mut encoder = engine.device().create_command_encoder(&Default::default());
     {
         let mut pass = encoder.begin_compute_pass(&Default::default());
-        let groups = (x.len() as u64 / GGML_BLOCK[kind as usize]).div_ceil(64) as u32;
-        Gpu::run(
+        let rows = (x.len() / k, k);
+        let program = &programs.ggml_cpu;
+        ggml_cpu(
+            engine,
             &mut recorder,
             &mut pass,
-            &programs.ggml_cpu,
-            &p,
-            &[&src, &dst],
-            [groups, 1, 1],
+            program,
+            (&src, 0),
+            &dst,
+            rows,
+            kind,
         )?;
     }
     recorder.finish();

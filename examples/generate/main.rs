@@ -19,7 +19,7 @@
 //! seconds recording, and the rest of the wall time: submission, waiting, the read-back).
 //! `--activations ggml-cpu` has every projection's dot products see their activations as
 //! llama.cpp's CPU backend does (quantised to the weight's `vec_dot_type`, GELU through ggml's
-//! f16 table: [`gpu::Activations`]), to show that this is all that separates the two.
+//! f16 table: [`gpu::Activations`]): what that rounding costs against exact arithmetic.
 //!
 //! Architectures: `llama` (SmolLM2) and `gemma3` (Gemma 3), one file each in `arch/`; the
 //! tokenizer is the file's own (`tokenizer.rs`). Every error is one `error:` line, exit 1.

@@ -257,7 +257,7 @@ fn ggml_cpu_activations_are_ggmls(engine: GpuEngine) {
     for kind in 0..4 {
         let got = engine_gpu::ggml_cpu_round(&engine, &x, k, kind).unwrap();
         let want = ggml_round(kind, &x);
-        let block = [32, 256, 1, 1][kind as usize];
+        let block = engine_gpu::GGML_BLOCK[kind as usize] as usize;
         let mut exact = 0;
         for (i, (&(w, t), g)) in want.iter().zip(&got).enumerate() {
             exact += usize::from(w.to_bits() == g.to_bits());
