@@ -398,8 +398,33 @@ pub(crate) mod bf16_run {
 /// `dequant_row!(|src, dst| { ... })` gives an element-wise body (the half rows run it on runs of
 /// [`HALF_RUN`] values). Either may be followed by `, half = |src, dst, to_half| { ... }`, the half
 /// rows' own body, which rounds with `to_half(&[f32], &mut [[u8; 2]])` (the f16 or the bf16
-/// rounding). The options come first, in this order: `f32_rows = avx512, ` and `half_rows = avx2, `.
+/// rounding). The options come first, in this order: `f32_lines = ROW, `, `f32_rows = avx512, `
+/// and `half_rows = avx2, `. `f32_lines = ROW` names the format's AVX-512 row that writes a cache
+/// line per store ([`crate::formats::lines`]): `dequant_row` then runs it where
+/// [`lines::wanted`](crate::formats::lines::wanted) says so, and the row clones (in the module
+/// `vector`) everywhere else.
 macro_rules! dequant_row {
+    (f32_lines = $lines:ident, $($rest:tt)*) => {
+        /// The format's row clones, which [`dequant_row`] runs where the line row is not wanted.
+        pub(crate) mod vector {
+            use super::*;
+            $crate::formats::common::dequant_row!($($rest)*);
+        }
+        pub use vector::{dequant_row_bf16, dequant_row_f16};
+
+        /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`):
+        /// by the line row where the CPU has AVX-512 and `dst` starts off a cache line, else by
+        /// the row clones; the same bits either way.
+        pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
+            #[cfg(target_arch = "x86_64")]
+            #[allow(unsafe_code)]
+            if $crate::formats::lines::wanted(dst) {
+                // SAFETY: `wanted` checked that the CPU has AVX-512F and AVX-512BW.
+                return unsafe { $lines(src, dst) };
+            }
+            vector::dequant_row(src, dst)
+        }
+    };
     (@entry $f32:ident, $half:ident; $block:ident) => {
         $crate::formats::common::dequant_row!(@blocks $f32, $block, $half);
     };
@@ -525,3 +550,26 @@ macro_rules! dequant_row {
     };
 }
 pub(crate) use dequant_row;
+
+/// Defines `dequant_row_lines`, a format's f32 row in AVX-512 vectors written a cache line per
+/// store ([`crate::formats::lines`]), from a body run on each block `b` that pushes the block's
+/// values to `out` 16 at a time, in order, by the block decoder's operations in the same order
+/// (so the same bits). `dequant_row!(f32_lines = dequant_row_lines, …)` dispatches to it.
+macro_rules! line_row {
+    (|$b:ident, $out:ident| $body:block) => {
+        /// [`dequant_row`]'s decode in AVX-512 vectors, a cache line per store.
+        ///
+        /// # Safety
+        /// The CPU must have AVX-512F and AVX-512BW.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx512bw")]
+        #[allow(unsafe_code)]
+        pub(crate) unsafe fn dequant_row_lines(src: &[u8], dst: &mut [f32]) {
+            use std::arch::x86_64::*;
+            let mut $out = $crate::formats::lines::Lines::new(dst);
+            for $b in src.as_chunks::<BYTES>().0 $body
+            $out.finish();
+        }
+    };
+}
+pub(crate) use line_row;

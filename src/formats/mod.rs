@@ -6,6 +6,8 @@
 
 pub mod common;
 pub mod field;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod lines;
 pub mod sample;
 pub mod tables;
 
