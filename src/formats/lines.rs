@@ -22,9 +22,12 @@
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::{
-    __m512, __m512i, _mm512_add_epi32, _mm512_mask_storeu_ps, _mm512_permutex2var_ps,
-    _mm512_set1_epi32, _mm512_setr_epi32, _mm512_setzero_ps, _mm512_store_ps,
+    __m128i, __m512, __m512i, _mm512_add_epi32, _mm512_and_si512, _mm512_cvtepu8_epi32,
+    _mm512_mask_storeu_ps, _mm512_permutex2var_ps, _mm512_set1_epi32, _mm512_setr_epi32,
+    _mm512_setzero_ps, _mm512_srli_epi32, _mm512_store_ps,
 };
+
+use crate::formats::common::bytes_at;
 use std::marker::PhantomData;
 
 /// Bytes per cache line.
@@ -39,6 +42,24 @@ pub(crate) fn wanted(dst: &[f32]) -> bool {
     !(dst.as_ptr() as usize).is_multiple_of(LINE)
         && std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512bw")
+}
+
+/// The 16 bytes of `b` at `off`, each widened to a 32-bit lane.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn widen(b: &[u8], off: usize) -> __m512i {
+    let x: __m128i = bytemuck::cast(bytes_at::<16>(b, off));
+    _mm512_cvtepu8_epi32(x)
+}
+
+/// The 16 bytes of `b` at `off` as 4-bit codes: the low nibbles, then the high nibbles, one per
+/// 32-bit lane (the legacy formats' `qs`: values 0..16, then 16..32).
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn nibbles(b: &[u8], off: usize) -> [__m512i; 2] {
+    let q = widen(b, off);
+    let low = _mm512_set1_epi32(0xF);
+    [_mm512_and_si512(q, low), _mm512_srli_epi32::<4>(q)]
 }
 
 /// The writer: [`push`](Lines::push) the row's values 16 at a time, then

@@ -88,15 +88,9 @@ crate::formats::common::line_row!(|b, out| {
     let d = f16_le(b, D);
     let dmin = f16_le(b, DMIN);
     let k: [u8; SCALES_LEN] = bytes_at(b, SCALES);
-    let qh = [0, 16].map(|h| {
-        let x: __m128i = bytemuck::cast(bytes_at::<16>(b, QH + h));
-        _mm512_cvtepu8_epi32(x)
-    });
+    let qh = [0, 16].map(|h| crate::formats::lines::widen(b, QH + h));
     for c in 0..ELEMS / CHUNK {
-        let qs = [0, 16].map(|h| {
-            let x: __m128i = bytemuck::cast(bytes_at::<16>(b, QS + SUB * c + h));
-            _mm512_cvtepu8_epi32(x)
-        });
+        let qs = [0, 16].map(|h| crate::formats::lines::widen(b, QS + SUB * c + h));
         for (j, nibble) in [(2 * c, 0), (2 * c + 1, 4)] {
             let (sc, m) = get_scale_min_k4(j, &k);
             let dl = _mm512_set1_ps(d * sc as f32);

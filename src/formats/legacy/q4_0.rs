@@ -42,15 +42,9 @@ dequant_row!(
 
 // The f32 row for a destination off the cache line ([`crate::formats::lines`]).
 crate::formats::common::line_row!(|b, out| {
-    let low = _mm_set1_epi8(0xF);
-    let eight = _mm512_set1_epi32(8);
     let d = _mm512_set1_ps(f16_le(b, D));
-    let qs: __m128i = bytemuck::cast(bytes_at::<QS_LEN>(b, QS));
-    for q in [
-        _mm_and_si128(qs, low),
-        _mm_and_si128(_mm_srli_epi16::<4>(qs), low),
-    ] {
-        let q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q), eight);
+    for q in crate::formats::lines::nibbles(b, QS) {
+        let q = _mm512_sub_epi32(q, _mm512_set1_epi32(8));
         out.push(_mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
     }
 });

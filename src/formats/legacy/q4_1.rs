@@ -46,15 +46,9 @@ dequant_row!(
 
 // The f32 row for a destination off the cache line ([`crate::formats::lines`]).
 crate::formats::common::line_row!(|b, out| {
-    let low = _mm_set1_epi8(0xF);
     let d = _mm512_set1_ps(f16_le(b, D));
     let m = _mm512_set1_ps(f16_le(b, M));
-    let qs: __m128i = bytemuck::cast(crate::formats::common::bytes_at::<QS_LEN>(b, QS));
-    for q in [
-        _mm_and_si128(qs, low),
-        _mm_and_si128(_mm_srli_epi16::<4>(qs), low),
-    ] {
-        let q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q));
-        out.push(_mm512_add_ps(_mm512_mul_ps(q, d), m));
+    for q in crate::formats::lines::nibbles(b, QS) {
+        out.push(_mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), d), m));
     }
 });

@@ -48,11 +48,7 @@ crate::formats::common::line_row!(|b, out| {
     let (three, one) = (_mm512_set1_epi32(3), _mm512_set1_epi32(1));
     let d = _mm512_set1_ps(f16_le(b, D));
     for c in 0..ELEMS / CHUNK {
-        let qs = [0, 16].map(|h| {
-            let x: __m128i =
-                bytemuck::cast(crate::formats::common::bytes_at::<16>(b, QS + WIDE * c + h));
-            _mm512_cvtepu8_epi32(x)
-        });
+        let qs = [0, 16].map(|h| crate::formats::lines::widen(b, QS + WIDE * c + h));
         for s in 0..CHUNK / WIDE {
             let shift = _mm512_set1_epi32(2 * s as i32);
             for q in qs {
