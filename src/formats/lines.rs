@@ -62,6 +62,26 @@ pub(crate) fn nibbles(b: &[u8], off: usize) -> [__m512i; 2] {
     [_mm512_and_si512(q, low), _mm512_srli_epi32::<4>(q)]
 }
 
+/// `a + b` with `a` as the first source operand of `vaddps`, so that where both are NaN the result
+/// is `a`'s (quieted), as in the row clones' `q·d + m`. LLVM's `fadd` is commutative and swapped
+/// the operands of `_mm512_add_ps` here, which gave `m`'s NaN where `d` and `m` both are.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn add_first(a: __m512, b: __m512) -> __m512 {
+    let sum;
+    // SAFETY: a register-only AVX-512F instruction (this function is compiled with AVX-512F).
+    unsafe {
+        std::arch::asm!(
+            "vaddps {sum}, {a}, {b}",
+            sum = lateout(zmm_reg) sum,
+            a = in(zmm_reg) a,
+            b = in(zmm_reg) b,
+            options(pure, nomem, nostack),
+        )
+    };
+    sum
+}
+
 /// The writer: [`push`](Lines::push) the row's values 16 at a time, then
 /// [`finish`](Lines::finish). Exactly `dst.len() / 16` pushes must be made (every row here
 /// decodes blocks of 32 or 256 values); the methods are `#[inline(always)]`, for rows compiled
@@ -169,7 +189,8 @@ mod tests {
     /// Every format with a line row: its line row (where the CPU has AVX-512F/BW) and its
     /// dispatching row, at every 4-byte offset of the destination within a line, over 0 to 9
     /// blocks and a count past a parallel task, equal the row clones' output bit for bit (random
-    /// bytes, NaN scales included, and normal blocks) and write nothing outside the destination.
+    /// bytes, NaN scales included, blocks whose first two f16 fields are different NaNs, and
+    /// normal blocks) and write nothing outside the destination.
     #[test]
     fn line_rows_equal_the_vector_rows_at_every_offset() {
         let rows: [(Format, Row, LineRow); 6] = [
@@ -211,7 +232,13 @@ mod tests {
             for blocks in (0..10).chain([2048 / spec.elems + 3]) {
                 let mut raw = vec![0u8; blocks * spec.bytes];
                 Rng::new(format.id().into()).fill(&mut raw);
-                for src in [raw, normal_blocks(format, blocks, 3)] {
+                // The first two f16 fields (Q4_1's d and m, the k-quants' d and dmin) two NaNs
+                // of different payloads, so that an operation on both shows which it keeps.
+                let mut nans = raw.clone();
+                for b in nans.chunks_mut(spec.bytes) {
+                    b[..4].copy_from_slice(&[0x0d, 0xfd, 0x46, 0x7d]);
+                }
+                for src in [raw, nans, normal_blocks(format, blocks, 3)] {
                     let n = blocks * spec.elems;
                     let mut want = vec![0.0f32; n];
                     vector(&src, &mut want);

@@ -49,6 +49,7 @@ crate::formats::common::line_row!(|b, out| {
     let d = _mm512_set1_ps(f16_le(b, D));
     let m = _mm512_set1_ps(f16_le(b, M));
     for q in crate::formats::lines::nibbles(b, QS) {
-        out.push(_mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), d), m));
+        let qd = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+        out.push(crate::formats::lines::add_first(qd, m));
     }
 });
