@@ -232,8 +232,8 @@ mod tests {
             for blocks in (0..10).chain([2048 / spec.elems + 3]) {
                 let mut raw = vec![0u8; blocks * spec.bytes];
                 Rng::new(format.id().into()).fill(&mut raw);
-                // The first two f16 fields (Q4_1's d and m, the k-quants' d and dmin) two NaNs
-                // of different payloads, so that an operation on both shows which it keeps.
+                // The first two f16 fields (Q4_1's d and m, the k-quants' d and dmin) set to two
+                // NaNs of different payloads, so that an operation on both shows which it keeps.
                 let mut nans = raw.clone();
                 for b in nans.chunks_mut(spec.bytes) {
                     b[..4].copy_from_slice(&[0x0d, 0xfd, 0x46, 0x7d]);
