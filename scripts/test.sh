@@ -3,7 +3,7 @@
 #
 # Idempotent; fast when everything is already in place. Stages:
 #   1. system packages  (Debian: mesa-vulkan-drivers, libegl1, libgl1-mesa-dri, chromium-common for
-#                       SwiftShader, vulkan-validationlayers; python3-venv if needed), then the GPU
+#                       SwiftShader, vulkan-validationlayers, gdb; python3-venv if needed), then the GPU
 #                       implementations the tests run on: VK_ICD_FILENAMES = lavapipe's and
 #                       SwiftShader's manifests, llvmpipe GL through EGL, named in
 #                       GGUF_DEQUANT_EXPECT_ADAPTERS (the gpu tests fail if one is missing)
@@ -85,7 +85,7 @@ trap on_exit EXIT
 # ---------------------------------------------------------------------------------------------
 stage "system packages"
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-want=(mesa-vulkan-drivers libegl1 libgl1-mesa-dri chromium-common vulkan-validationlayers time)
+want=(mesa-vulkan-drivers libegl1 libgl1-mesa-dri chromium-common vulkan-validationlayers time gdb)
 if ! command -v python3 >/dev/null 2>&1; then
     want+=(python3 python3-venv)
 elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
@@ -301,14 +301,50 @@ if [ -z "$LAVAPIPE_ICD" ] || [ -z "$VALIDATION_LAYER" ]; then
     fi
 else
     mkdir -p "$VLOG_DIR"
-    rm -f "$VLOG"
     echo "    VK_ICD_FILENAMES=$LAVAPIPE_ICD WGPU_VALIDATION=1, layer $VALIDATION_LAYER, log $VLOG"
-    VK_ICD_FILENAMES=$LAVAPIPE_ICD GGUF_DEQUANT_EXPECT_ADAPTERS=vulkan:llvmpipe \
-        WGPU_VALIDATION=1 WGPU_DEBUG=1 \
-        VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT \
-        GGUF_DEQUANT_WGPU_LOG=$VLOG \
-        cargo test --locked --test gpu -- --include-ignored --skip gpu_throughput --skip generate_ \
-        vulkan expected_adapters_are_present validation:: || FAILED+=("validation (lavapipe)")
+    # One CI run of this stage died of SIGSEGV with every finished test passing and no message,
+    # in the layer, lavapipe or ours (not reproduced in six runs since). A death by a signal therefore leaves a
+    # core dump (core_pattern permitting), whose every thread's backtrace is printed (gdb), and the
+    # stage runs once more; a second death, like any failed test, fails the run.
+    validation_run() {
+        rm -f "$VLOG" "$REPO"/core "$REPO"/core.[0-9]*
+        (
+            ulimit -c unlimited 2>/dev/null || true
+            VK_ICD_FILENAMES=$LAVAPIPE_ICD GGUF_DEQUANT_EXPECT_ADAPTERS=vulkan:llvmpipe \
+                WGPU_VALIDATION=1 WGPU_DEBUG=1 \
+                VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT \
+                GGUF_DEQUANT_WGPU_LOG=$VLOG \
+                "$VTEST" --include-ignored --skip gpu_throughput --skip generate_ \
+                vulkan expected_adapters_are_present validation::
+        )
+    }
+    VTEST=$(cargo test --locked --test gpu --no-run --message-format=json |
+        "$PY" -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu":
+        print(m["executable"])' || true)
+    if [ -z "$VTEST" ]; then
+        echo "error: cargo could not build the gpu tests" >&2
+        FAILED+=("validation (lavapipe)")
+    else
+        rc=0
+        validation_run || rc=$?
+        if [ "$rc" -gt 128 ]; then
+            echo "==> the gpu tests died of signal $((rc - 128)); backtraces, then one more run" >&2
+            core=$(ls -t "$REPO"/core "$REPO"/core.[0-9]* 2>/dev/null | head -n 1 || true)
+            if [ -n "$core" ] && command -v gdb >/dev/null; then
+                gdb -batch -nx -ex "info sharedlibrary" -ex "thread apply all bt 30" "$VTEST" "$core" \
+                    2>&1 | grep -v '^\[New LWP' | head -n 400 >&2 || true
+            else
+                echo "    (no core dump: core_pattern is $(cat /proc/sys/kernel/core_pattern))" >&2
+            fi
+            rm -f "$REPO"/core "$REPO"/core.[0-9]*
+            rc=0
+            validation_run || rc=$?
+        fi
+        [ "$rc" -eq 0 ] || FAILED+=("validation (lavapipe)")
+    fi
     # One count per message (wgpu-hal logs a message's object list as a second record, with a tab).
     count() { { grep "^$1 " "$VLOG" 2>/dev/null || true; } | grep -vc $'] \t' || true; }
     if [ ! -f "$VLOG" ]; then
