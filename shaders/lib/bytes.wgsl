@@ -21,8 +21,8 @@ fn load_u32(byte: u32) -> u32 {
     return (tile[w] >> sh) | hi;
 }
 
-// The 16 bytes at tile offset `byte` (any alignment) as four little-endian u32: five word loads
-// shifted together, where four load_u32 calls would make eight.
+// The 16 bytes at tile offset `byte` (any alignment) as four little-endian u32: four word loads
+// when aligned, else five shifted together, where four load_u32 calls would make eight.
 fn load_u32x4(byte: u32) -> vec4<u32> {
     let w = byte >> 2u;
     let sh = (byte & 3u) * 8u;
@@ -30,10 +30,12 @@ fn load_u32x4(byte: u32) -> vec4<u32> {
     let a1 = tile[w + 1u];
     let a2 = tile[w + 2u];
     let a3 = tile[w + 3u];
-    let a4 = tile[w + 4u];
     let lo = vec4<u32>(a0, a1, a2, a3);
-    let hi = vec4<u32>(a1, a2, a3, a4);
-    return select(lo, (lo >> vec4<u32>(sh)) | (hi << vec4<u32>((32u - sh) & 31u)), sh != 0u);
+    if (sh == 0u) {
+        return lo; // word-aligned (every row of an even-length F16/BF16 weight): four loads
+    }
+    let hi = vec4<u32>(a1, a2, a3, tile[w + 4u]);
+    return (lo >> vec4<u32>(sh)) | (hi << vec4<u32>(32u - sh));
 }
 
 // The little-endian u16 at tile offset `byte` (any alignment), in bits 0..16.

@@ -12,22 +12,19 @@ const MANT_MASK_F32: u32 = 0x007FFFFFu;
 
 // IEEE binary16 bits (low 16 bits of `h`) to the bits of the equal f32 (spec §2.1). Subnormals
 // are normalised exactly; Inf stays Inf; NaN keeps its payload with the quiet bit set (as `half`).
+// Branch-free (every case computed, one selected): CPU adapters run invocations as SIMD lanes,
+// where a branch costs both sides and the masking around them.
 fn f16_to_f32_bits(h: u32) -> u32 {
     let s = (h & 0x8000u) << 16u;
-    let e = (h >> 10u) & 0x1Fu;
-    let m = h & 0x3FFu;
-    if (e == 0x1Fu) {
-        return s | EXP_MASK_F32 | select(0u, 0x00400000u | (m << 13u), m != 0u);
-    }
-    if (e == 0u) {
-        if (m == 0u) {
-            return s;
-        }
-        // m * 2^-24 with m < 2^10: a normal f32 whose leading bit is bit p of m.
-        let p = firstLeadingBit(m);
-        return s | ((p + 103u) << 23u) | ((m << (23u - p)) & MANT_MASK_F32);
-    }
-    return s | ((e + 112u) << 23u) | (m << 13u);
+    let a = h & 0x7FFFu; // exponent and mantissa
+    // Exponent 1..30: rebias 15 -> 127.
+    let normal = (a << 13u) + 0x38000000u;
+    // Exponent 0: a * 2^-24 with a < 2^10, a normal f32 whose leading bit is bit p of a (0 for 0).
+    let p = firstLeadingBit(a);
+    let sub = select(0u, ((p + 103u) << 23u) | ((a << ((23u - p) & 31u)) & MANT_MASK_F32), a != 0u);
+    // Exponent 31: Inf, or NaN with the quiet bit set.
+    let special = (a << 13u) | EXP_MASK_F32 | select(0u, 0x00400000u, a > 0x7C00u);
+    return s | select(select(normal, sub, a < 0x400u), special, a >= 0x7C00u);
 }
 
 // binary16 bits to f32 (twin of common.rs `f16_bits`).
