@@ -167,10 +167,8 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
     let header = match key.op {
         Op::MatVec | Op::MatVecId => {
             format!(
-                "const B: u32 = {}u;\nconst T: u32 = {}u;\n{}",
-                key.columns,
-                key.threads,
-                block_dot(key.format)
+                "const B: u32 = {}u;\nconst T: u32 = {}u;\n",
+                key.columns, key.threads
             )
         }
         Op::GetRows | Op::MatMul => String::new(),
@@ -194,22 +192,6 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         kernel_file!("rows"),
         key.op.wgsl()
     ))
-}
-
-/// matvec.wgsl's `block_dot` for `format`: `part_dot` of each 8-value part of one block in
-/// turn, the part numbers written out as constants, so that once the driver inlines `dequant8`
-/// what the parts of a block decode alike (its scale, a sub-block's scales and mins) is one
-/// common subexpression, decoded once per block or sub-block rather than once per part. The
-/// same products in the same order as a loop over the parts.
-fn block_dot(format: Format) -> String {
-    let parts = (format.block_elems() / 8).max(1);
-    let mut f = String::from(
-        "fn block_dot(acc: ptr<function, array<f32, B>>, base: u32, at: u32, k: u32) {\n",
-    );
-    for p in 0..parts {
-        f += &format!("    part_dot(acc, base, {p}u, at, k);\n");
-    }
-    f + "}\n"
 }
 
 #[cfg(test)]
@@ -250,12 +232,6 @@ mod tests {
         let s = kernel_source(&KernelKey::matvec(Format::Q4_0, 3, 16, true)).unwrap();
         assert!(s.starts_with("const B: u32 = 3u;\nconst T: u32 = 16u;\n"));
         assert!(s.contains("fn matvec(") && s.contains("var<storage, read> xv"));
-        // block_dot: one part_dot per 8-value part of the block, numbered as constants.
-        let s = kernel_source(&KernelKey::matvec(Format::Q4_K, 1, 1, false)).unwrap();
-        assert!(s.contains("part_dot(acc, base, 31u, at, k);\n}"));
-        assert_eq!(s.matches("part_dot(acc, base, ").count(), 32);
-        let s = kernel_source(&KernelKey::matvec_id(Format::Q4_0, 1, false)).unwrap();
-        assert_eq!(s.matches("part_dot(acc, base, ").count(), 4);
         let s = kernel_source(&KernelKey::get_rows(Format::IQ2_XXS, DType::BF16)).unwrap();
         assert!(s.contains("var<storage, read> grids") && s.contains("fn get_rows("));
         assert!(kernel_source(&KernelKey::matmul(Format::I8)).is_err());
