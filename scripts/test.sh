@@ -303,9 +303,10 @@ else
     mkdir -p "$VLOG_DIR"
     echo "    VK_ICD_FILENAMES=$LAVAPIPE_ICD WGPU_VALIDATION=1, layer $VALIDATION_LAYER, log $VLOG"
     # One CI run of this stage died of SIGSEGV with every finished test passing and no message,
-    # in the layer, lavapipe or ours (not reproduced in six runs since). A death by a signal therefore leaves a
-    # core dump (core_pattern permitting), whose every thread's backtrace is printed (gdb), and the
-    # stage runs once more; a second death, like any failed test, fails the run.
+    # in the layer, lavapipe or ours (not reproduced in six runs since). The test binary runs
+    # itself (cargo would turn the signal into exit 101) with core dumps on; a death by a signal
+    # prints every thread's backtrace from the core (gdb) and runs the stage once more; a second
+    # death, like any failed test, fails the run.
     validation_run() {
         rm -f "$VLOG" "$REPO"/core "$REPO"/core.[0-9]*
         (

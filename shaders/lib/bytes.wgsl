@@ -32,7 +32,7 @@ fn load_u32x4(byte: u32) -> vec4<u32> {
     let a3 = tile[w + 3u];
     let lo = vec4<u32>(a0, a1, a2, a3);
     if (sh == 0u) {
-        return lo; // word-aligned (every row of an even-length F16/BF16 weight): four loads
+        return lo; // word-aligned (e.g. the rows of an F16/BF16 weight of even K): four loads
     }
     let hi = vec4<u32>(a1, a2, a3, tile[w + 4u]);
     return (lo >> vec4<u32>(sh)) | (hi << vec4<u32>(32u - sh));
