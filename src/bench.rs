@@ -18,6 +18,10 @@
 //!   submit-and-wait (`"wall"`, which also counts submission and synchronisation). Recording is
 //!   never timed. `seconds` is the median of [`BenchConfig::runs`] (at least 5) timed runs after
 //!   [`BenchConfig::warmup`] warm-up runs, divided by the number of pairs.
+//! * **Time budget** ([`budget`], [`BenchConfig::budget`], 1 s by default): a measurement that
+//!   would take longer (where the adapter is slow, e.g. a CPU adapter's matmul) is sized by one
+//!   untimed probe run to fit: fewer pairs, then fewer runs (at least 3; the probe alone where
+//!   one call takes the whole budget). Every row reports its own runs and pairs.
 //! * **Rotation.** So that the adapter's caches cannot hold what a run reads, each timed run goes
 //!   through `pairs` distinct source/output buffer pairs, each holding the same blocks: the
 //!   fewest with `pairs × traffic ≥ target`, the target 1 GiB on a discrete GPU and 256 MiB on
@@ -56,6 +60,7 @@
 //!
 //! A [`BenchReport`] is plain data: the command line renders it as a table, JSON or an SVG chart.
 
+pub mod budget;
 pub mod kernels;
 pub mod rotation;
 mod run;

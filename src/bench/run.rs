@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use super::budget::DEFAULT_BUDGET;
 use super::kernels::{KernelConfig, KernelResult, KernelRun};
 use super::rotation;
-use super::timing::{gbps, median, time_gpu, BenchAdapter, GpuFigures};
+use super::timing::{gbps, median, time_gpu, BenchAdapter, GpuFigures, Runs};
 use super::values_for_mib;
 use crate::formats::sample::normal_blocks;
 use crate::gpu::timing::Timing;
@@ -35,6 +36,9 @@ pub struct BenchConfig {
     /// Traffic one timed run rotates through on every adapter; `None`: by device type
     /// ([`rotation::target_for`]).
     pub rotation_target: Option<u64>,
+    /// Seconds each GPU measurement may take ([`super::budget`]): past it the rotation, then
+    /// the runs shrink; `None`: no budget.
+    pub budget: Option<f64>,
     /// The inference kernels to time ([`super::kernels`]); none by default.
     pub kernels: KernelConfig,
     /// Blocks to decode per format, e.g. a model's own ([`model_blocks`]), repeated to
@@ -74,7 +78,8 @@ impl BenchConfig {
 impl BenchConfig {
     /// `formats` × `dtypes` with `mib` MiB of f32 output per format (`mib × 2¹⁸` values, rounded
     /// up to a multiple of 256 so that every format decodes the same count), [`DEFAULT_RUNS`]
-    /// runs after one warm-up, CPU figures included, the rotation target by device type.
+    /// runs after one warm-up, CPU figures included, the rotation target by device type, the
+    /// time budget [`DEFAULT_BUDGET`] seconds per measurement.
     pub fn new(formats: Vec<Format>, dtypes: Vec<DType>, mib: f64) -> BenchConfig {
         BenchConfig {
             formats,
@@ -84,6 +89,7 @@ impl BenchConfig {
             warmup: 1,
             cpu: true,
             rotation_target: None,
+            budget: Some(DEFAULT_BUDGET),
             kernels: KernelConfig::default(),
             blocks: BTreeMap::new(),
         }
@@ -91,6 +97,16 @@ impl BenchConfig {
 }
 
 impl BenchAdapter {
+    /// How `config` measures on this adapter, `runs` timed runs per measurement.
+    fn runs(&self, config: &BenchConfig, runs: usize) -> Runs {
+        Runs {
+            warmup: config.warmup,
+            runs,
+            target: self.rotation_target(config),
+            budget: config.budget,
+        }
+    }
+
     /// The traffic target of one timed run here: `config`'s, else by device type.
     pub fn rotation_target(&self, config: &BenchConfig) -> u64 {
         config
@@ -191,10 +207,13 @@ pub struct BenchReport {
     pub results: Vec<BenchResult>,
     /// Kernel rows: adapter-major, then format, shape, kernel and batch.
     pub kernels: Vec<KernelResult>,
-    /// Timed runs per measurement.
+    /// Timed runs per measurement, as asked (a row's own count can be lower where the time
+    /// budget ran out).
     pub runs: usize,
     /// Untimed runs before them.
     pub warmup: usize,
+    /// Seconds each GPU measurement could take ([`BenchConfig::budget`]).
+    pub budget: Option<f64>,
     /// Threads of the CPU "all threads" figure.
     pub cpu_threads: usize,
 }
@@ -278,8 +297,7 @@ pub fn run(
             let src = config.source(format, n_blocks as usize);
             for &dtype in &config.dtypes {
                 step(format!("{format} {dtype} on {label}"));
-                let target = adapter.rotation_target(config);
-                let gpu = time_gpu(adapter, format, dtype, &src, target, config.warmup, runs)?;
+                let gpu = time_gpu(adapter, format, dtype, &src, &adapter.runs(config, runs))?;
                 let (cpu_1t, cpu_mt) = cpu_of(format, dtype);
                 results.push(BenchResult {
                     adapter: Some(index),
@@ -299,9 +317,7 @@ pub fn run(
                 adapter,
                 index,
                 config: &config.kernels,
-                target: adapter.rotation_target(config),
-                warmup: config.warmup,
-                runs,
+                how: adapter.runs(config, runs),
             };
             for &format in &shader {
                 for &shape in &config.kernels.shapes {
@@ -332,6 +348,7 @@ pub fn run(
         kernels,
         runs,
         warmup: config.warmup,
+        budget: config.budget,
         cpu_threads: rayon::current_num_threads(),
     })
 }

@@ -2,6 +2,7 @@
 //! runs, GPU-resident dequantisation and copy cases over rotations of distinct buffers, and the
 //! rooflines of a dequantisation's traffic ([`time_gpu`]).
 
+use super::budget::{self, Measured};
 use super::rotation::{plan_rotation, Rotation, HOST_CAP};
 use crate::gpu::roofline::{self, ShaderCopy, StreamJob};
 use crate::gpu::timing::{GpuTimer, Timing};
@@ -66,6 +67,8 @@ pub struct GpuFigures {
     pub shader_copy_seconds: f64,
     /// What each timed run (of all three) rotated through.
     pub rotation: Rotation,
+    /// Timed runs of the dequantisation (fewer than asked where the time budget ran out).
+    pub runs: usize,
     /// How all three were measured.
     pub timing: Timing,
 }
@@ -155,9 +158,15 @@ impl<'a> GpuCase<'a> {
     /// One timed run (one dequantisation per pair): seconds per dequantisation, and how they
     /// were measured.
     pub fn run(&self) -> Result<(f64, Timing)> {
+        self.run_first(self.pairs.len())
+    }
+
+    /// [`GpuCase::run`] over the first `n` pairs (at least one, at most all).
+    pub fn run_first(&self, n: usize) -> Result<(f64, Timing)> {
         let engine = &self.adapter.engine;
+        let pairs = &self.pairs[..n.clamp(1, self.pairs.len())];
         let (seconds, timing) = self.adapter.timer.time(engine, |encoder| {
-            for (src, dst) in &self.pairs {
+            for (src, dst) in pairs {
                 let job = DequantJob {
                     format: self.format,
                     dtype: self.dtype,
@@ -171,22 +180,24 @@ impl<'a> GpuCase<'a> {
             }
             Ok(())
         })?;
-        Ok((seconds / self.pairs() as f64, timing))
+        Ok((seconds / pairs.len() as f64, timing))
     }
 
-    /// One timed run of the shader-copy roofline with this case's traffic shape, one per pair:
-    /// seconds per copy, and how they were measured.
-    pub fn run_shader_copy(&self) -> Result<(f64, Timing)> {
+    /// One timed run of the shader-copy roofline with this case's traffic shape, one per pair
+    /// of the first `n` (at least one, at most all): seconds per copy, and how they were
+    /// measured.
+    pub fn run_shader_copy(&self, n: usize) -> Result<(f64, Timing)> {
         let engine = &self.adapter.engine;
+        let pairs = &self.pairs[..n.clamp(1, self.pairs.len())];
         let (seconds, timing) = self.adapter.timer.time(engine, |encoder| {
-            for (src, dst) in &self.pairs {
+            for (src, dst) in pairs {
                 self.adapter
                     .shader_copy
                     .record(engine, encoder, &self.stream_job(src, dst))?;
             }
             Ok(())
         })?;
-        Ok((seconds / self.pairs() as f64, timing))
+        Ok((seconds / pairs.len() as f64, timing))
     }
 
     /// Bytes one shader copy reads plus writes: [`GpuCase::traffic`] with each window's input
@@ -273,13 +284,19 @@ impl<'a> CopyCase<'a> {
 
     /// One timed run (one copy per pair): seconds per copy.
     pub fn run(&self) -> Result<(f64, Timing)> {
+        self.run_first(self.pairs.len())
+    }
+
+    /// [`CopyCase::run`] over the first `n` pairs (at least one, at most all).
+    pub fn run_first(&self, n: usize) -> Result<(f64, Timing)> {
+        let pairs = &self.pairs[..n.clamp(1, self.pairs.len())];
         let (seconds, timing) = self.adapter.timer.time(&self.adapter.engine, |encoder| {
-            for (src, dst) in &self.pairs {
+            for (src, dst) in pairs {
                 roofline::record_copy(encoder, src, dst, self.bytes);
             }
             Ok(())
         })?;
-        Ok((seconds / self.pairs.len() as f64, timing))
+        Ok((seconds / pairs.len() as f64, timing))
     }
 }
 
@@ -306,39 +323,66 @@ pub(crate) fn median_of(
     Ok((median(times), how))
 }
 
+/// How the GPU measurements of a run are made: runs after warm-ups, the traffic target of
+/// each timed run, the time budget of each measurement ([`super::budget`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Runs {
+    pub warmup: usize,
+    pub runs: usize,
+    pub target: u64,
+    pub budget: Option<f64>,
+}
+
+impl Runs {
+    /// [`budget::measure`] with these runs, over at most `units` units.
+    pub fn measure(
+        &self,
+        units: usize,
+        run: impl FnMut(usize) -> Result<(f64, Timing)>,
+    ) -> Result<Measured> {
+        budget::measure(self.budget, units, self.warmup, self.runs, run)
+    }
+}
+
 /// GPU time of `format` → `dtype` on `adapter`, of the shader copy with its traffic shape and of
 /// the buffer copy of the same traffic, each timed run rotating through enough buffer pairs to
-/// move `target` bytes.
+/// move the target bytes, or as many as the time budget allows (the dequantisation's; the
+/// rooflines rotate through as many).
 pub(crate) fn time_gpu(
     adapter: &BenchAdapter,
     format: Format,
     dtype: DType,
     src: &[u8],
-    target: u64,
-    warmup: usize,
-    runs: usize,
+    how: &Runs,
 ) -> Result<GpuFigures> {
     let n_blocks = cpu::n_values(format, src.len())? as u64 / format.block_elems() as u64;
     let traffic = src.len() as u64 + n_blocks * (format.block_elems() * dtype.size()) as u64;
     let copy_bytes = copy_bytes(traffic.div_ceil(2));
     let (src_len, dst_len) = roofline::buffer_sizes(format, dtype, n_blocks);
     let pair_bytes = (src_len + dst_len).max(2 * copy_bytes);
-    let rotation = plan_rotation(traffic, pair_bytes, target, HOST_CAP);
-    let (seconds, shader_copy_seconds, shader_copy_bytes, timing) = {
-        let case = GpuCase::rotating(adapter, format, dtype, src, rotation.pairs)?;
-        let (seconds, timing) = median_of(warmup, runs, || case.run())?;
-        let (shader, _) = median_of(warmup, runs, || case.run_shader_copy())?;
-        (seconds, shader, case.shader_copy_traffic()?, timing)
+    let planned = plan_rotation(traffic, pair_bytes, how.target, HOST_CAP);
+    let (dequant, shader_copy, shader_copy_bytes) = {
+        let case = GpuCase::rotating(adapter, format, dtype, src, planned.pairs)?;
+        let dequant = how.measure(planned.pairs as usize, |n| case.run_first(n))?;
+        let units = dequant.plan.units;
+        let shader = how.measure(units, |n| case.run_shader_copy(n))?;
+        (dequant, shader, case.shader_copy_traffic()?)
     };
-    let copy = CopyCase::rotating(adapter, copy_bytes, src, rotation.pairs)?;
-    let (copy_seconds, _) = median_of(warmup, runs, || copy.run())?;
+    let units = dequant.plan.units;
+    let copy = CopyCase::rotating(adapter, copy_bytes, src, units as u64)?;
+    let copy_seconds = how.measure(units, |n| copy.run_first(n))?.seconds;
     Ok(GpuFigures {
-        seconds,
+        seconds: dequant.seconds,
         copy_bytes,
         copy_seconds,
         shader_copy_bytes,
-        shader_copy_seconds,
-        rotation,
-        timing,
+        shader_copy_seconds: shader_copy.seconds,
+        rotation: Rotation {
+            pairs: units as u64,
+            bytes_per_run: units as u64 * traffic,
+            ..planned
+        },
+        runs: dequant.plan.runs,
+        timing: dequant.timing,
     })
 }

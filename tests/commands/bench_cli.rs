@@ -42,7 +42,7 @@ fn u(v: &Json, key: &str) -> u64 {
 
 /// The report's own fields: schema, tool, version, date (UTC, RFC 3339), host, sizes.
 fn check_header(json: &Json) {
-    assert_eq!(json["schema"], 4, "{json}");
+    assert_eq!(json["schema"], 5, "{json}");
     assert_eq!(json["tool"], "gguf-dequant");
     assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
     let date = json["date"].as_str().expect("date");
@@ -55,6 +55,14 @@ fn check_header(json: &Json) {
     for key in ["n_values", "runs", "warmup", "cpu_threads"] {
         assert!(json[key].is_u64(), "{key}: {json}");
     }
+    assert!(json["budget_seconds"].is_null() || json["budget_seconds"].as_f64().unwrap() > 0.0);
+    // Without a budget every row times the runs asked for.
+    if json["budget_seconds"].is_null() {
+        let rows = json["results"].as_array().unwrap().iter();
+        for r in rows.chain(json["kernels"].as_array().unwrap()) {
+            assert!(r["runs"].is_null() || r["runs"] == json["runs"], "{r}");
+        }
+    }
 }
 
 /// Checks one GPU row: sizes, each figure against its definition, and the rotation rule.
@@ -65,6 +73,7 @@ fn check_gpu_row(r: &Json, f: Format, target: u64) {
         "f32" => 4,
         _ => 2,
     };
+    assert!(u(r, "runs") >= 1, "{r}");
     let (bytes_in, bytes_out) = (u(r, "bytes_in"), u(r, "bytes_out"));
     assert_eq!(bytes_out, n * size, "{r}");
     assert_eq!(
@@ -179,7 +188,8 @@ fn check_report(json: &Json, backend: &str, target: u64) {
     }
 }
 
-/// A bench run on `backend` into `path` (`extra` appended); panics with its output on failure.
+/// A bench run on `backend` into `path` (`extra` appended), without a time budget unless
+/// `extra` names one (every row rotates and runs as planned); panics with its output on failure.
 fn bench_into(backend: &str, path: &Path, extra: &[&str]) -> String {
     let mut args = vec![
         "bench",
@@ -187,11 +197,15 @@ fn bench_into(backend: &str, path: &Path, extra: &[&str]) -> String {
         backend,
         "--mib",
         "0.0625",
-        "--rotate-mib",
-        ROTATE_MIB,
         "--json",
         path.to_str().unwrap(),
     ];
+    if !extra.contains(&"--rotate-mib") {
+        args.extend(["--rotate-mib", ROTATE_MIB]);
+    }
+    if !extra.contains(&"--budget") {
+        args.extend(["--budget", "0"]);
+    }
     args.extend_from_slice(extra);
     let o = run(&args);
     assert!(
@@ -229,6 +243,65 @@ fn bench_json_on_both_software_adapters() {
     }
 }
 
+/// A budget smaller than any run: every measurement is its probe, one run over one buffer pair
+/// or weight copy; the rows say so.
+#[test]
+fn bench_budget_shrinks_rotation_and_runs() {
+    const TEST: &str = "bench_budget_shrinks_rotation_and_runs";
+    let dir = tempfile::tempdir().unwrap();
+    for backend in BACKENDS {
+        if !have(backend, TEST) {
+            continue;
+        }
+        let path = dir.path().join(format!("{backend}-budget.json"));
+        let extra = [
+            "--rotate-mib",
+            "4",
+            "--budget",
+            "1e-9",
+            "--types",
+            "q4_k",
+            "--dtype",
+            "f32",
+        ];
+        let kernels = [
+            "--kernels",
+            "matvec,matmul",
+            "--shape",
+            "256x64",
+            "--matmul-batch",
+            "8",
+        ];
+        bench_into(
+            backend,
+            &path,
+            &[&extra[..], &kernels, &["--no-cpu"]].concat(),
+        );
+        let json: Json = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        check_header(&json);
+        assert_eq!(json["budget_seconds"], 1e-9, "{json}");
+        let rows = json["results"].as_array().unwrap();
+        let kernels = json["kernels"].as_array().unwrap();
+        assert_eq!((rows.len(), kernels.len()), (1, 2), "{json}");
+        for r in rows.iter().chain(kernels) {
+            assert_eq!(u(r, "runs"), 1, "{r}");
+            assert_eq!(u(r, "rotation_pairs"), 1, "{r}");
+            positive(r, "seconds", r);
+        }
+        let traffic = u(&rows[0], "bytes_in") + u(&rows[0], "bytes_out");
+        assert_eq!(u(&rows[0], "rotation_bytes_per_run"), traffic);
+        for r in kernels {
+            assert_eq!(u(r, "dequant_rotation_pairs"), 1, "{r}");
+        }
+        let matvec = kernels.iter().find(|r| r["kernel"] == "matvec").unwrap();
+        assert_eq!(u(matvec, "unfused_rotation_pairs"), 1, "{matvec}");
+        assert_eq!(
+            u(matvec, "rotation_bytes_per_run"),
+            u(matvec, "weight_bytes")
+        );
+    }
+}
+
 #[test]
 fn bench_svg_and_json_to_stdout() {
     const TEST: &str = "bench_svg_and_json_to_stdout";
@@ -252,6 +325,8 @@ fn bench_svg_and_json_to_stdout() {
             "f16",
             "--runs",
             "5",
+            "--budget",
+            "0",
             "--json",
             "-",
             "--svg",
@@ -393,7 +468,7 @@ fn bench_compare_rejects_unreadable_reports() {
             write("old.json", r#"{"adapters": [], "results": [], "runs": 7}"#),
             "no \"schema\" field",
         ),
-        (write("future.json", r#"{"schema": 4}"#), "schema 4"),
+        (write("future.json", r#"{"schema": 6}"#), "schema 6"),
         (
             write("partial.json", r#"{"schema": 2, "tool": "gguf-dequant"}"#),
             "missing field",
@@ -432,6 +507,8 @@ fn bench_rejects_bad_arguments() {
         &["bench", "--mib", "0"][..],
         &["bench", "--runs", "3"][..],
         &["bench", "--rotate-mib", "0"][..],
+        &["bench", "--budget", "-1"][..],
+        &["bench", "--budget", "inf"][..],
         &["bench", "--compare"][..],
         &["bench", "--kernels", "gemm"][..],
         &["bench", "--kernels", ""][..],
@@ -525,6 +602,7 @@ fn check_kernel_row(r: &Json, (k, n): (u64, u64), target: u64) {
     );
     let pairs = u(r, "rotation_pairs");
     assert!(pairs >= 1, "{r}");
+    assert!(u(r, "runs") >= 1, "{r}");
     if kernel == "matmul" {
         for key in ["ratio_to_copy", "ratio_to_shader_copy", "ratio_to_dequant"] {
             assert!(r[key].is_null(), "{key}: {r}");

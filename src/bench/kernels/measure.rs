@@ -10,12 +10,12 @@ use super::{
     matmul_batch_for, matmul_traffic, KernelConfig, KernelResult, RecordingCost, Unfused,
     WeightShape, MOE_EXPERTS, MOE_SLOTS, OUTPUT_POOL, RECORDING_CALLS,
 };
+use crate::bench::budget::Measured;
 use crate::bench::rotation::{plan_rotation, Rotation, HOST_CAP};
-use crate::bench::timing::{median_of, time_gpu, BenchAdapter, GpuFigures};
+use crate::bench::timing::{time_gpu, BenchAdapter, GpuFigures, Runs};
 use crate::formats::sample::{normal_blocks, Rng};
 use crate::gpu::kernels::{GetRowsJob, Job, MatVecIdJob, MulMatJob, Op, Operand, Recorder};
 use crate::gpu::loader::ResidentTensor;
-use crate::gpu::timing::Timing;
 use crate::gpu::{buffers, roofline, DequantJob};
 use crate::{DType, Format, Result};
 
@@ -24,9 +24,7 @@ pub(in crate::bench) struct KernelRun<'a> {
     pub adapter: &'a BenchAdapter,
     pub index: usize,
     pub config: &'a KernelConfig,
-    pub target: u64,
-    pub warmup: usize,
-    pub runs: usize,
+    pub how: Runs,
 }
 
 /// What every row of one (format, shape) shares.
@@ -36,9 +34,8 @@ struct Setup {
     /// `"Q4_0 4096x4096 … on llvmpipe (vulkan)"` for progress.
     on: String,
     weight_bytes: u64,
-    /// The weight copies one timed run goes through, and how many were planned.
+    /// The weight copies a timed run can go through (as many as planned on the weight's bytes).
     weights: Vec<ResidentTensor>,
-    rotation: Rotation,
     /// The reference dequantisation to f32 and its traffic.
     dequant: GpuFigures,
     dequant_bytes: u64,
@@ -46,15 +43,16 @@ struct Setup {
     x: wgpu::Buffer,
 }
 
-/// One measured call: seconds per call and the timing, the rotation, the bytes and flops a call
-/// counts, and its batch.
+/// One measured call: seconds per call, how it was timed and over what rotation, the bytes and
+/// flops a call counts, and its batch.
 struct Timed {
     op: Op,
     batch: u32,
     bytes: u64,
     flops: Option<u64>,
-    seconds: (f64, Timing),
-    rotation: Rotation,
+    measured: Measured,
+    /// Bytes one call counts toward a timed run's traffic.
+    call_traffic: u64,
     unfused: Option<Unfused>,
     recording: RecordingCost,
 }
@@ -173,9 +171,10 @@ impl KernelRun<'_> {
             weight_bytes: s.weight_bytes,
             bytes: t.bytes,
             flops: t.flops,
-            seconds: t.seconds.0,
-            rotation: t.rotation,
-            timing: t.seconds.1,
+            seconds: t.measured.seconds,
+            rotation: self.rotation(&t.measured, t.call_traffic),
+            runs: t.measured.plan.runs,
+            timing: t.measured.timing,
             dequant_bytes: s.dequant_bytes,
             dequant: s.dequant,
             unfused: t.unfused,
@@ -203,16 +202,8 @@ impl KernelRun<'_> {
         step(format!(
             "{format} {shape} dequantised to f32 (reference) on {on}"
         ));
-        let dequant = time_gpu(
-            self.adapter,
-            format,
-            DType::F32,
-            &blocks,
-            self.target,
-            self.warmup,
-            self.runs,
-        )?;
-        let rotation = plan_rotation(weight_bytes, weight_bytes, self.target, HOST_CAP);
+        let dequant = time_gpu(self.adapter, format, DType::F32, &blocks, &self.how)?;
+        let rotation = plan_rotation(weight_bytes, weight_bytes, self.how.target, HOST_CAP);
         let dims = [shape.k, shape.n];
         let weights = (0..rotation.pairs)
             .map(|i| {
@@ -244,7 +235,6 @@ impl KernelRun<'_> {
             on,
             weight_bytes,
             weights,
-            rotation,
             dequant,
             dequant_bytes: weight_bytes + 4 * shape.values(),
             x,
@@ -257,18 +247,28 @@ impl KernelRun<'_> {
             .unwrap_or_else(|| matmul_batch_for(self.adapter.engine.adapter_info().device_type))
     }
 
-    /// Median seconds per call of `jobs`, every timed run recording all of them with one kept
-    /// recorder into one compute pass.
-    fn time_jobs(&self, jobs: &[Job<'_>]) -> Result<(f64, Timing)> {
+    /// Median seconds per call of `jobs` (or of as many of the first as the time budget
+    /// allows), every timed run recording them with one kept recorder into one compute pass.
+    fn time_jobs(&self, jobs: &[Job<'_>]) -> Result<Measured> {
         let engine = &self.adapter.engine;
         let mut recorder = engine.recorder();
-        median_of(self.warmup, self.runs, || {
+        self.how.measure(jobs.len(), |n| {
+            let jobs = &jobs[..n.clamp(1, jobs.len())];
             let (s, t) = self
                 .adapter
                 .timer
                 .time(engine, |encoder| record_all(&mut recorder, encoder, jobs))?;
-            Ok((s / jobs.len().max(1) as f64, t))
+            Ok((s / jobs.len() as f64, t))
         })
+    }
+
+    /// The rotation `m` went through, `traffic` bytes per unit.
+    fn rotation(&self, m: &Measured, traffic: u64) -> Rotation {
+        Rotation {
+            pairs: m.plan.units as u64,
+            target_bytes: self.how.target,
+            bytes_per_run: m.plan.units as u64 * traffic,
+        }
     }
 
     /// The CPU side of recording `job` ([`RecordingCost`]), never submitted.
@@ -325,7 +325,7 @@ impl KernelRun<'_> {
         let calls = s.weights.len();
         let ys = output_pool(self.adapter, batch as u64 * s.shape.n * 4, calls as u64)?;
         let jobs = matvec_jobs(&s.weights[..calls], &s.x, &ys, batch);
-        let seconds = self.time_jobs(&jobs)?;
+        let measured = self.time_jobs(&jobs)?;
         let unfused = if s.format == Format::F16 {
             None
         } else {
@@ -333,10 +333,10 @@ impl KernelRun<'_> {
                 *f16 = Some(self.dequantise_to_f16(s)?);
             }
             let (copies, dequant_seconds, rotation) = f16.as_ref().expect("made above");
-            let (matvec_seconds, _) = self.time_jobs(&matvec_jobs(copies, &s.x, &ys, batch))?;
+            let matvec = self.time_jobs(&matvec_jobs(copies, &s.x, &ys, batch))?;
             Some(Unfused {
                 dequant_seconds: *dequant_seconds,
-                matvec_seconds,
+                matvec_seconds: matvec.seconds,
                 rotation: *rotation,
             })
         };
@@ -345,8 +345,8 @@ impl KernelRun<'_> {
             batch,
             bytes: s.weight_bytes,
             flops: Some(2 * s.shape.values() * batch as u64),
-            seconds,
-            rotation: s.rotation,
+            measured,
+            call_traffic: s.weight_bytes,
             unfused,
             recording: self.recording_cost(&jobs[0])?,
         })
@@ -360,7 +360,7 @@ impl KernelRun<'_> {
         ));
         let tile = self.adapter.engine.matmul_tile();
         let traffic = matmul_traffic(s.shape, s.weight_bytes, batch, tile);
-        let planned = plan_rotation(traffic, s.weight_bytes, self.target, HOST_CAP);
+        let planned = plan_rotation(traffic, s.weight_bytes, self.how.target, HOST_CAP);
         let calls = (planned.pairs as usize).min(s.weights.len());
         let ys = output_pool(self.adapter, batch as u64 * s.shape.n * 4, calls as u64)?;
         let jobs: Vec<Job<'_>> = (0..calls)
@@ -371,12 +371,8 @@ impl KernelRun<'_> {
             batch,
             bytes: s.weight_bytes,
             flops: Some(2 * s.shape.values() * batch as u64),
-            seconds: self.time_jobs(&jobs)?,
-            rotation: Rotation {
-                pairs: calls as u64,
-                target_bytes: self.target,
-                bytes_per_run: calls as u64 * traffic,
-            },
+            measured: self.time_jobs(&jobs)?,
+            call_traffic: traffic,
             unfused: None,
             recording: self.recording_cost(&jobs[0])?,
         })
@@ -408,11 +404,8 @@ impl KernelRun<'_> {
             batch: n_ids,
             bytes,
             flops: None,
-            seconds: self.time_jobs(&jobs)?,
-            rotation: Rotation {
-                bytes_per_run: calls as u64 * bytes,
-                ..s.rotation
-            },
+            measured: self.time_jobs(&jobs)?,
+            call_traffic: bytes,
             unfused: None,
             recording: self.recording_cost(&jobs[0])?,
         })
@@ -456,11 +449,8 @@ impl KernelRun<'_> {
             batch: MOE_SLOTS,
             bytes,
             flops: Some(2 * s.shape.k * n * MOE_SLOTS as u64),
-            seconds: self.time_jobs(&jobs)?,
-            rotation: Rotation {
-                bytes_per_run: calls as u64 * bytes,
-                ..s.rotation
-            },
+            measured: self.time_jobs(&jobs)?,
+            call_traffic: bytes,
             unfused: None,
             recording: self.recording_cost(&jobs[0])?,
         })
@@ -471,9 +461,9 @@ impl KernelRun<'_> {
         HOST_CAP.saturating_sub(s.weight_bytes * s.weights.len() as u64)
     }
 
-    /// f16 copies of the weight (as many as a rotation planned on their bytes), the median
-    /// seconds of one dequantisation into them (copy `i` from weight `i mod weights`) and the
-    /// rotation.
+    /// f16 copies of the weight (as many as a rotation planned on their bytes, or as the time
+    /// budget allows), the median seconds of one dequantisation into them (copy `i` from weight
+    /// `i mod weights`) and the rotation.
     fn dequantise_to_f16(&self, s: &Setup) -> Result<(Vec<ResidentTensor>, f64, Rotation)> {
         let engine = &self.adapter.engine;
         engine.prepare(s.format, DType::F16)?;
@@ -483,10 +473,10 @@ impl KernelRun<'_> {
         let rotation = plan_rotation(
             f16_bytes,
             dst_len,
-            self.target,
+            self.how.target,
             self.f16_cap(s).max(dst_len),
         );
-        let copies = (0..rotation.pairs)
+        let mut copies = (0..rotation.pairs)
             .map(|i| {
                 let buffer = buffers::upload_sized(
                     engine.device(),
@@ -503,7 +493,8 @@ impl KernelRun<'_> {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
-        let (seconds, _) = median_of(self.warmup, self.runs, || {
+        let measured = self.how.measure(copies.len(), |n| {
+            let copies = &copies[..n.clamp(1, copies.len())];
             let (t, how) = self.adapter.timer.time(engine, |encoder| {
                 for (i, copy) in copies.iter().enumerate() {
                     engine.record(
@@ -521,9 +512,16 @@ impl KernelRun<'_> {
                 }
                 Ok(())
             })?;
-            Ok((t / copies.len().max(1) as f64, how))
+            Ok((t / copies.len() as f64, how))
         })?;
-        Ok((copies, seconds, rotation))
+        // The matvec on them reads only the copies written.
+        copies.truncate(measured.plan.units);
+        let rotation = Rotation {
+            pairs: copies.len() as u64,
+            bytes_per_run: copies.len() as u64 * f16_bytes,
+            ..rotation
+        };
+        Ok((copies, measured.seconds, rotation))
     }
 }
 

@@ -11,7 +11,8 @@
 //! * **Rotation.** The kernels read `pairs` distinct copies of the weight per timed run, the
 //!   fewest whose bytes reach the adapter's target ([`super::rotation::plan_rotation`] with the
 //!   weight's bytes as the traffic: ≥ 1 GiB of weights on a discrete GPU, 256 MiB elsewhere),
-//!   and report the time per call. X is one buffer (every call reads it, as a model's
+//!   and report the time per call (fewer copies, then fewer runs, where a measurement would
+//!   pass the time budget: [`super::budget`]). X is one buffer (every call reads it, as a model's
 //!   activations); the outputs are distinct per call up to [`OUTPUT_POOL`] bytes, then reused
 //!   cyclically.
 //! * **matvec** (`batch` 1..=8 columns): `gb_per_s` = weight bytes / time, `gflops` = `2·K·N·batch`
@@ -275,6 +276,8 @@ pub struct KernelResult {
     pub seconds: f64,
     /// The weight copies each timed run went through.
     pub rotation: Rotation,
+    /// Timed runs (fewer than asked where the time budget ran out).
+    pub runs: usize,
     /// How it was timed.
     pub timing: Timing,
     /// Bytes the reference dequantisation moved: the weight plus `4·K·N`.
@@ -521,6 +524,7 @@ mod tests {
             shader_copy_bytes: 5000,
             shader_copy_seconds: 1e-6,
             rotation,
+            runs: 7,
             timing: Timing::Timestamp,
         };
         let mut r = KernelResult {
@@ -534,6 +538,7 @@ mod tests {
             flops: Some(2 * 64 * 32 * 2),
             seconds: 1e-6,
             rotation,
+            runs: 7,
             timing: Timing::Timestamp,
             dequant_bytes: 1152 + 4 * 64 * 32,
             dequant,

@@ -316,11 +316,11 @@ pub struct BenchArgs {
     /// random ones, for the formats it holds (`--types all`: every one of them).
     #[arg(value_name = "MODEL")]
     pub model: Option<PathBuf>,
-    /// Merge the JSON reports of earlier runs (several machines, schema 2 or 3) into one table
+    /// Merge the JSON reports of earlier runs (several machines, schemas 2 to 5) into one table
     /// (and `--svg` chart) without running anything.
     #[arg(long, value_name = "REPORT.json", num_args = 1.., conflicts_with_all = [
         "model", "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
-        "kernels", "shapes", "batch", "matmul_batch", "rows",
+        "budget", "kernels", "shapes", "batch", "matmul_batch", "rows",
     ])]
     pub compare: Vec<PathBuf>,
     /// Formats (ggml names, comma-separated), or `all` = every format with a GPU shader. A named
@@ -350,6 +350,11 @@ pub struct BenchArgs {
     /// Timed runs per measurement (median reported; at least 5).
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(5..))]
     pub runs: u32,
+    /// Seconds each GPU measurement may take: past it, one untimed probe sizes a smaller
+    /// rotation, then fewer runs (at least 3, or the probe alone where one call takes the whole
+    /// budget; each row reports its own count). 0: no budget.
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    pub budget: f64,
     /// Skip the CPU codecs.
     #[arg(long)]
     pub no_cpu: bool,

@@ -41,6 +41,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         Some(_) => bail!("--rotate-mib must be a positive number of MiB"),
         None => None,
     };
+    let budget = match args.budget {
+        0.0 => None,
+        b if b > 0.0 && b.is_finite() => Some(b),
+        _ => bail!("--budget must be a positive number of seconds, or 0 for none"),
+    };
     let kernels = kernels(args)?;
     if dtypes.is_empty() && kernels.ops.is_empty() {
         bail!("--dtype none without --kernels: nothing to measure");
@@ -59,6 +64,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     config.runs = args.runs as usize;
     config.cpu = !args.no_cpu;
     config.rotation_target = rotation_target;
+    config.budget = budget;
     config.kernels = kernels;
     if let Some(file) = &model {
         config.blocks = bench::model_blocks(file, args.mib);

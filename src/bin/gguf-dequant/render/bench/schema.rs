@@ -11,9 +11,10 @@ use serde_json::Value;
 /// The version of the report's JSON layout: 2 added `schema`, `tool`, `version`, `date`, `host`,
 /// `n_values`, `warmup`, the adapters' rooflines and rotation target, and the rows' shader copy
 /// and rotation; 3 added `kernels` (the inference kernels' rows); 4 added the kernel rows'
-/// `recording_*` fields and `matvec_id` rows. `--compare` reads versions [`OLDEST_SCHEMA`] to
-/// this one (a schema 2 report has no kernel rows, a schema 3 report no recording cost).
-pub const SCHEMA: u32 = 4;
+/// `recording_*` fields and `matvec_id` rows; 5 added `budget_seconds` and each row's own
+/// `runs`. `--compare` reads versions [`OLDEST_SCHEMA`] to this one (a schema 2 report has no
+/// kernel rows, a schema 3 report no recording cost).
+pub const SCHEMA: u32 = 5;
 
 /// The oldest schema `--compare` reads.
 pub const OLDEST_SCHEMA: u32 = 2;
@@ -36,10 +37,13 @@ pub struct Report {
     pub model: Option<String>,
     /// Values every format and dtype decoded.
     pub n_values: u64,
-    /// Timed runs per measurement.
+    /// Timed runs per measurement, as asked.
     pub runs: usize,
     /// Untimed runs before them.
     pub warmup: usize,
+    /// Seconds each GPU measurement could take (schema 5; `null`: no budget).
+    #[serde(default)]
+    pub budget_seconds: Option<f64>,
     /// Threads of the CPU "all threads" figure.
     pub cpu_threads: usize,
     /// The adapters, indexed by [`Row::adapter`].
@@ -111,6 +115,9 @@ pub struct Row {
     pub shader_copy_gb_per_s: Option<f64>,
     /// `gb_per_s / shader_copy_gb_per_s`.
     pub ratio_to_shader_copy: Option<f64>,
+    /// Timed runs of the dequantisation, fewer than `runs` where the budget ran out (schema 5).
+    #[serde(default)]
+    pub runs: Option<usize>,
     /// Distinct buffer pairs each timed run went through.
     pub rotation_pairs: Option<u64>,
     /// Bytes each timed run moved: `rotation_pairs × (bytes_in + bytes_out)`.
@@ -178,6 +185,9 @@ pub struct KernelRow {
     pub unfused_seconds: Option<f64>,
     /// `unfused_seconds / seconds`.
     pub fused_speedup: Option<f64>,
+    /// Timed runs, fewer than the report's `runs` where the budget ran out (schema 5).
+    #[serde(default)]
+    pub runs: Option<usize>,
     /// Distinct weight copies each timed run went through.
     pub rotation_pairs: u64,
     /// `rotation_pairs × weight_bytes`.
@@ -329,6 +339,7 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
                 shader_copy_seconds: finite(g.map(|g| g.shader_copy_seconds)),
                 shader_copy_gb_per_s: finite(r.shader_copy_gb_per_s()),
                 ratio_to_shader_copy: finite(r.ratio_to_shader_copy()),
+                runs: g.map(|g| g.runs),
                 rotation_pairs: g.map(|g| g.rotation.pairs),
                 rotation_bytes_per_run: g.map(|g| g.rotation.bytes_per_run),
                 cpu_1t_gb_per_s: finite(r.cpu_1t_gb_per_s),
@@ -352,6 +363,7 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
         n_values: report.results.first().map_or(0, |r| r.n_values),
         runs: report.runs,
         warmup: report.warmup,
+        budget_seconds: report.budget,
         cpu_threads: report.cpu_threads,
         adapters,
         results,
@@ -387,6 +399,7 @@ fn kernel_row(report: &BenchReport, r: &KernelResult) -> KernelRow {
         unfused_matvec_seconds: finite(u.map(|u| u.matvec_seconds)),
         unfused_seconds: finite(u.map(|u| u.seconds())),
         fused_speedup: finite(r.fused_speedup()),
+        runs: Some(r.runs),
         rotation_pairs: r.rotation.pairs,
         rotation_bytes_per_run: r.rotation.bytes_per_run,
         dequant_rotation_pairs: r.dequant.rotation.pairs,

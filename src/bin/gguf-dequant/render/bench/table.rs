@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use gguf_dequant::bench::budget::BUDGET_MIN_RUNS;
 use gguf_dequant::bench::kernels::{KernelResult, MOE_EXPERTS, MOE_SLOTS};
 use gguf_dequant::bench::{BenchReport, BenchResult};
 use gguf_dequant::gpu::kernels::Op;
@@ -141,18 +142,22 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
         writeln!(
             out,
             "GB/s = (bytes in + bytes out) / time, median of {} runs, each over `pairs` distinct \
-             buffer pairs; copy = copy_buffer_to_buffer of (in + out) / 2 bytes on the same \
+             buffer pairs{}; copy = copy_buffer_to_buffer of (in + out) / 2 bytes on the same \
              adapter (the same read + written traffic); shader = a WGSL streaming kernel reading \
              the quantised bytes and writing the output bytes (the dequantisers' workgroups, \
              vec4 stores and windows); ×copy, ×shad = GB/s ÷ those",
-            report.runs
+            report.runs,
+            budget_note(
+                report.budget,
+                report.results.iter().filter_map(|r| r.gpu.map(|g| g.runs))
+            ),
         )?;
     }
     if !report.kernels.is_empty() {
         writeln!(
             out,
             "kernels: weights [K, N] = N rows of K values, X and Y f32; ms per call, median of {} \
-             runs, each over `pairs` distinct weight copies; GB/s = weight bytes / time \
+             runs, each over `pairs` distinct weight copies{}; GB/s = weight bytes / time \
              (get_rows: the gathered rows' blocks + their f32 output); GFLOPS = 2·K·N·batch / \
              time; ×copy, ×shad = GB/s ÷ the rooflines measured with the dequantisation of the \
              same tensor to f32, ×deq = GB/s ÷ that dequantisation's GB/s (in + out); f16 deq, \
@@ -162,10 +167,27 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
              its steady-state step created; 1shot = the same for GpuEngine::record_* (a recorder \
              of its own per call: µs per dispatch, objects per call); matvec_id: one token, {} of \
              {} experts of N / {} rows",
-            report.runs, MOE_SLOTS, MOE_EXPERTS, MOE_EXPERTS,
+            report.runs,
+            budget_note(report.budget, report.kernels.iter().map(|r| r.runs)),
+            MOE_SLOTS,
+            MOE_EXPERTS,
+            MOE_EXPERTS,
         )?;
     }
     Ok(())
+}
+
+/// The time budget's rule for rows whose timed runs are `runs`, with the fewest run; nothing
+/// without a budget.
+fn budget_note(budget: Option<f64>, runs: impl Iterator<Item = usize>) -> String {
+    match (budget, runs.min()) {
+        (Some(b), Some(fewest)) => format!(
+            " (fewer pairs, then fewer runs, at least {BUDGET_MIN_RUNS}, where a measurement \
+             would pass its budget of {b} s, or one where a single call takes it all; the fewest \
+             runs here: {fewest})"
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The kernel rows of adapter `i`, with the dequantisation of the same tensors.
