@@ -327,6 +327,14 @@ pub(crate) mod f16_run {
         });
     }
 
+    /// [`avx512`], in a clone that also has AVX512-BF16 (which f16 has no use for).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    #[inline]
+    pub fn avx512bf16(y: &[f32], o: &mut [[u8; 2]]) {
+        avx512(y, o)
+    }
+
     /// The widest of the three the CPU has, picked at run time: an out-of-line call.
     #[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx+f16c"))]
     pub fn widest(y: &[f32], o: &mut [[u8; 2]]) {
@@ -371,30 +379,66 @@ pub(crate) mod bf16_run {
         soft(y, o)
     }
 
-    /// [`soft`]'s operations on 16 values per AVX-512 vector (LLVM vectorises the loop of
-    /// [`soft`] with a set-up and a tail that cost per block: half the f32 row's speed on Zen 4).
+    /// [`soft`]'s operations on one AVX-512 vector of 16 values.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn vector(v: [f32; 16]) -> [[u8; 2]; 16] {
+        use std::arch::x86_64::*;
+        let x: __m512i = bytemuck::cast(v);
+        let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(x), _mm512_set1_epi32(1));
+        let bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF));
+        let rounded = _mm512_srli_epi32::<16>(_mm512_add_epi32(x, bias));
+        let abs = _mm512_and_si512(x, _mm512_set1_epi32(0x7FFF_FFFF));
+        let nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7F80_0000));
+        let quiet = _mm512_or_si512(_mm512_srli_epi32::<16>(x), _mm512_set1_epi32(0x40));
+        let bits = _mm512_mask_blend_epi32(nan, rounded, quiet);
+        bytemuck::cast(_mm512_cvtepi32_epi16(bits))
+    }
+
+    /// [`soft`] 16 values per AVX-512 vector, in integer operations (LLVM vectorises the loop
+    /// of [`soft`] with a set-up and a tail that cost per block: half the f32 row's speed on
+    /// Zen 4).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     #[inline]
     pub fn avx512(y: &[f32], o: &mut [[u8; 2]]) {
+        by_vectors(y, o, |v: [f32; 16]| vector(v))
+    }
+
+    /// [`soft`] by AVX512-BF16's `vcvtneps2bf16`, 16 values per instruction: the same rounding
+    /// and NaNs (sign and top bits kept, quiet bit set), except that it flushes subnormal inputs
+    /// to zero; a vector holding one is rounded by [`vector`] instead.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    #[inline]
+    pub fn avx512bf16(y: &[f32], o: &mut [[u8; 2]]) {
         use std::arch::x86_64::*;
         by_vectors(y, o, |v: [f32; 16]| {
             let x: __m512i = bytemuck::cast(v);
-            let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(x), _mm512_set1_epi32(1));
-            let bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF));
-            let rounded = _mm512_srli_epi32::<16>(_mm512_add_epi32(x, bias));
             let abs = _mm512_and_si512(x, _mm512_set1_epi32(0x7FFF_FFFF));
-            let nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7F80_0000));
-            let quiet = _mm512_or_si512(_mm512_srli_epi32::<16>(x), _mm512_set1_epi32(0x40));
-            let bits = _mm512_mask_blend_epi32(nan, rounded, quiet);
-            bytemuck::cast(_mm512_cvtepi32_epi16(bits))
+            let nonzero = _mm512_test_epi32_mask(abs, abs);
+            let subnormal =
+                _mm512_mask_cmplt_epu32_mask(nonzero, abs, _mm512_set1_epi32(0x0080_0000));
+            if subnormal != 0 {
+                return vector(v);
+            }
+            bytemuck::cast(_mm512_cvtneps_pbh(bytemuck::cast(v)))
         })
     }
 
-    /// [`soft`], at the widest the CPU has.
-    #[multiversion::multiversion(targets("x86_64+avx512f+avx512bw", "x86_64+avx2"))]
+    /// [`soft`], at the widest the CPU has: an out-of-line call.
+    #[multiversion::multiversion(targets(
+        "x86_64+avx512f+avx512bw+avx512bf16",
+        "x86_64+avx512f+avx512bw",
+        "x86_64+avx2"
+    ))]
     pub fn widest(y: &[f32], o: &mut [[u8; 2]]) {
-        soft(y, o)
+        multiversion::target::match_target! {
+            "x86_64+avx512bf16" => avx512bf16(y, o),
+            "x86_64+avx512f" => avx512(y, o),
+            _ => soft(y, o),
+        }
     }
 }
 
@@ -523,6 +567,7 @@ macro_rules! dequant_row {
         /// Decodes whole blocks of `src` into little-endian half-precision bits in `dst`
         /// (`dst.len() == src.len() / BYTES * ELEMS`), rounding each value as it is decoded.
         #[multiversion::multiversion(targets(
+            "x86_64+avx+avx2+avx512f+avx512bw+avx512vl+avx512bf16+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
             "x86_64+avx+avx2+avx512f+avx512bw+avx512vl+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
             "x86_64+avx+avx2+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
             "x86_64+popcnt+sse3+sse4.1+sse4.2+ssse3",
@@ -553,6 +598,7 @@ macro_rules! dequant_row {
     (@to_half $run:ident, $to_half:ident) => {
         let $to_half = |y: &[f32], o: &mut [[u8; 2]]| {
             multiversion::target::match_target! {
+                "x86_64+avx512bf16" => $crate::formats::common::$run::avx512bf16(y, o),
                 "x86_64+avx512f" => $crate::formats::common::$run::avx512(y, o),
                 "x86_64+avx+f16c" => $crate::formats::common::$run::f16c(y, o),
                 _ => $crate::formats::common::$run::soft(y, o),
@@ -596,3 +642,74 @@ macro_rules! line_row {
     };
 }
 pub(crate) use line_row;
+
+#[cfg(test)]
+mod tests {
+    use super::bf16_run;
+
+    /// Values of every class near bf16's rounding boundaries: zeros, subnormals, ties (odd and
+    /// even kept parts), infinities, quiet and signalling NaNs with payloads, both signs, and a
+    /// stride through all 2³² patterns.
+    fn classes() -> Vec<f32> {
+        let mut bits: Vec<u32> = (0..=u32::MAX).step_by(65_537).collect();
+        for base in [
+            0u32,
+            0x0000_7FFF,
+            0x0000_8000,
+            0x007F_8000,
+            0x0080_0000,
+            0x3F80_8000,
+        ] {
+            bits.extend(base..base + 3);
+        }
+        bits.extend([
+            0x3F81_8000,
+            0x7F7F_8000,
+            0x7F80_0000,
+            0x7F80_0001,
+            0x7FC1_2345,
+            0x7FFF_FFFF,
+        ]);
+        let neg: Vec<u32> = bits.iter().map(|b| b ^ 0x8000_0000).collect();
+        bits.extend(neg);
+        bits.into_iter().map(f32::from_bits).collect()
+    }
+
+    /// Every bf16 rounding the rows can use, on every run length up to 33, gives `half`'s bits:
+    /// the integer AVX-512 one on every machine with AVX-512F, the BF16 instruction (with its
+    /// subnormal fallback) where the CPU has it.
+    #[test]
+    fn bf16_roundings_equal_half() {
+        let vals = classes();
+        let want: Vec<[u8; 2]> = vals
+            .iter()
+            .map(|&x| half::bf16::from_f32(x).to_bits().to_le_bytes())
+            .collect();
+        type Round = fn(&[f32], &mut [[u8; 2]]);
+        let mut roundings: Vec<(&str, Round)> =
+            vec![("soft", bf16_run::soft), ("widest", bf16_run::widest)];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU has the features each function enables.
+                #[allow(unsafe_code)]
+                roundings.push(("avx512", |y, o| unsafe { bf16_run::avx512(y, o) }));
+            }
+            if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bf16") {
+                #[allow(unsafe_code)]
+                roundings.push(("avx512bf16", |y, o| unsafe { bf16_run::avx512bf16(y, o) }));
+            }
+        }
+        for (name, round) in roundings {
+            for len in 1..=33 {
+                for (y, w) in vals.chunks(len).zip(want.chunks(len)) {
+                    let mut o = vec![[0u8; 2]; y.len()];
+                    round(y, &mut o);
+                    for (i, (g, w)) in o.iter().zip(w).enumerate() {
+                        assert_eq!(g, w, "{name} run {len}: {:#010x}", y[i].to_bits());
+                    }
+                }
+            }
+        }
+    }
+}
