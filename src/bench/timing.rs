@@ -65,7 +65,8 @@ pub struct GpuFigures {
     pub shader_copy_bytes: u64,
     /// Median seconds of one shader copy.
     pub shader_copy_seconds: f64,
-    /// What each timed run (of all three) rotated through.
+    /// What each timed run of the dequantisation rotated through (the rooflines' runs go
+    /// through as many pairs, or fewer where their own time budget ran out first).
     pub rotation: Rotation,
     /// Timed runs of the dequantisation (fewer than asked where the time budget ran out).
     pub runs: usize,

@@ -347,8 +347,9 @@ pub(crate) mod f16_run {
 }
 
 /// Rounding f32 to bf16 exactly as `half::bf16::from_f32` does (to nearest, ties to even; a NaN
-/// keeps its sign and top mantissa bits and gets the quiet bit), little-endian, in branch-free
-/// integer operations that vectorise at whatever width the row's clone has.
+/// keeps its sign and top mantissa bits and gets the quiet bit), little-endian: branch-free
+/// integer operations (explicit AVX-512 intrinsics in the v4 clones), or AVX512-BF16's
+/// `vcvtneps2bf16` where the clone has it; one function per instruction-set level, as f16's.
 pub(crate) mod bf16_run {
     use super::by_vectors;
 
