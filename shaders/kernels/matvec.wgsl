@@ -2,7 +2,8 @@
 // MUL_MAT_ID (expert-indexed rows). Composed by src/gpu/kernels/compose.rs after two prepended
 // constants, B (columns) and T (invocations per row: 1 on CPU adapters, 64 on GPUs), the
 // weight's decode module, rows.wgsl and the x reader (x_scalar.wgsl, or x_vec4.wgsl when K is a
-// multiple of 4 and x 16-byte aligned).
+// multiple of 4 and x 16-byte aligned), and followed by block_dot (one block's parts through
+// part_dot: written out for B = 1, T = 1, else in a loop of four per step).
 // CPU twin: ops::mul_mat / ops::mul_mat_id (f64).
 //
 // Thread mapping: a workgroup of WG = 64 invocations computes R = WG / T rows. The T invocations
@@ -63,21 +64,11 @@ fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32, live: bool) -> array<f32,
     let k = params.k;
     var acc: array<f32, B>;
     if (T == 1u && w_BLOCK_ELEMS >= 8u) {
-        // One invocation per row: block by block, the block's parts in an inner loop of constant
-        // length, so the compiler can share what the parts of one block decode alike (scales).
-        let parts = max(w_BLOCK_ELEMS / 8u, 1u);
+        // One invocation per row: block by block, each through block_dot (composed in: the
+        // block's parts in straight-line code, so the compiler can share what they decode alike).
         let n_blocks = select(0u, k / w_BLOCK_ELEMS, live);
         for (var blk = 0u; blk < n_blocks; blk++) {
-            let base = row_base + blk * w_BLOCK_BYTES;
-            let at = x_at + blk * w_BLOCK_ELEMS;
-            // Four parts in straight-line code (every block format has a multiple of 4): the
-            // parts of one 32-value run share their scales, which the compiler then decodes once.
-            for (var p = 0u; p < parts; p += 4u) {
-                part_dot(&acc, base, p, at, k);
-                part_dot(&acc, base, p + 1u, at, k);
-                part_dot(&acc, base, p + 2u, at, k);
-                part_dot(&acc, base, p + 3u, at, k);
-            }
+            block_dot(&acc, row_base + blk * w_BLOCK_BYTES, x_at + blk * w_BLOCK_ELEMS, k);
         }
         return acc;
     }

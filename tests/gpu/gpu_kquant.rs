@@ -28,7 +28,7 @@ fn check(engine: &GpuEngine, format: Format, src: &[u8]) -> Vec<String> {
 }
 
 /// One Q8_K block per scale, each holding all 256 int8 codes (in a scrambled order): zeros,
-/// subnormals (the integer path must round them exactly whether or not the adapter flushes),
+/// subnormals (the subnormal path must round them exactly whether or not the adapter flushes),
 /// the smallest normals, scales whose products round at ties, the largest finite scales (products
 /// overflow to Inf), and Inf / NaN.
 fn q8_k_scales(engine: &GpuEngine) {
