@@ -1,19 +1,21 @@
 // Matrix-vector products on raw blocks: y = W x for B (1..8, or 16) columns, and ggml's
 // MUL_MAT_ID (expert-indexed rows). Composed by src/gpu/kernels/compose.rs after two prepended
-// constants, B (columns) and T (invocations per row: 1 on CPU adapters, 64 on GPUs), the
-// weight's decode module, rows.wgsl and the x reader (x_scalar.wgsl, or x_vec4.wgsl when K is a
-// multiple of 4 and x 16-byte aligned), and followed by block_dot (one block's parts through
-// part_dot: written out for B = 1, T = 1, else in a loop of four per step).
+// constants, B (columns) and T (invocations per row: 1 on CPU adapters; on GPUs the adapter's
+// smallest subgroup where it has subgroups, else 64), the weight's decode module, rows.wgsl, the
+// x reader (x_scalar.wgsl, or x_vec4.wgsl when K is a multiple of 4 and x 16-byte aligned) and
+// the row reduction (reduce_tree.wgsl, or reduce_subgroup.wgsl), and followed by block_dot (one
+// block's parts through part_dot: written out for B = 1, T = 1, else in a loop of four per step).
 // CPU twin: ops::mul_mat / ops::mul_mat_id (f64).
 //
 // Thread mapping: a workgroup of WG = 64 invocations computes R = WG / T rows. The T invocations
 // of a row take its 8-value chunks t, t + T, ... (neighbouring invocations read neighbouring
 // bytes), decode each once with the format's own dequant8 and accumulate its dot products with
-// the B columns of x in f32; their T partial sums are then added pairwise in workgroup memory (a
-// fixed tree, so results repeat exactly from run to run). With T = 1 (llvmpipe, SwiftShader:
-// SIMD lanes over rows, where every barrier costs) a row is one invocation's sequential loop
-// and no barrier runs. NaN and infinity propagate: lanes outside a row are masked with select,
-// never multiplied by zero.
+// the B columns of x in f32; their T partial sums are then added pairwise (reduce_row: a fixed
+// tree, the same additions in the same order in both reductions, so results repeat exactly from
+// run to run and between the two). With T = 1 (llvmpipe, SwiftShader: SIMD lanes over rows,
+// where every barrier costs) a row is one invocation's sequential loop and nothing is reduced.
+// NaN and infinity propagate: lanes outside a row are masked with select, never multiplied by
+// zero.
 //
 // The grid may be folded to 2-D (more workgroups than fit one dimension): group = wid.y * nwg.x
 // + wid.x; surplus workgroups of the last row return at once. For MUL_MAT_ID, wid.z is the
@@ -42,8 +44,6 @@ struct Params {
 @group(1) @binding(0) var<uniform> params: Params;
 const WG: u32 = 64u;
 const R: u32 = WG / T;
-
-var<workgroup> partial: array<array<f32, B>, WG>;
 
 // Adds part p of the block at byte `base` times x[b][at + 8p ..] (stride k) to acc[b].
 fn part_dot(acc: ptr<function, array<f32, B>>, base: u32, p: u32, at: u32, k: u32) {
@@ -101,25 +101,16 @@ fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32, live: bool) -> array<f32,
     if (T == 1u) {
         return acc;
     }
-    partial[lid] = acc;
-    workgroupBarrier();
-    for (var s = T / 2u; s > 0u; s >>= 1u) {
-        if (t < s) {
-            for (var b = 0u; b < B; b++) {
-                partial[lid][b] += partial[lid + s][b];
-            }
-        }
-        workgroupBarrier();
-    }
-    return partial[lid];
+    return reduce_row(acc, t, lid);
 }
 
 @compute @workgroup_size(WG)
 fn matvec(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
+    lane: Lane,
 ) {
+    let lid = lane_index(lane);
     let group = wid.y * nwg.x + wid.x;
     if (group * R >= params.n_rows) {
         return; // uniform per workgroup
@@ -141,8 +132,9 @@ fn matvec(
 fn matvec_id(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
+    lane: Lane,
 ) {
+    let lid = lane_index(lane);
     let group = wid.y * nwg.x + wid.x;
     if (group * R >= params.n_rows) {
         return; // uniform per workgroup

@@ -124,7 +124,8 @@ pub fn list_adapters() -> Vec<AdapterDetails> {
 /// A device of `adapter` with the adapter's own limits and, when it has them, the timestamp
 /// features: `TIMESTAMP_QUERY` and `TIMESTAMP_QUERY_INSIDE_ENCODERS` (what
 /// [`super::timing::GpuTimer`] uses), and `TIMESTAMP_QUERY_INSIDE_PASSES` (for a caller that
-/// times the dispatches of one pass, as examples/generate's `--profile` does).
+/// times the dispatches of one pass, as examples/generate's `--profile` does); and `SUBGROUP`
+/// (the matvec kernels' subgroup reduction).
 pub(crate) fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue)> {
     let info = adapter.get_info();
     let desc = wgpu::DeviceDescriptor {
@@ -132,7 +133,8 @@ pub(crate) fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, w
         required_features: adapter.features()
             & (wgpu::Features::TIMESTAMP_QUERY
                 | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
-                | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+                | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
+                | wgpu::Features::SUBGROUP),
         required_limits: adapter.limits(),
         ..Default::default()
     };

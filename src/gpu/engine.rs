@@ -32,6 +32,10 @@ pub struct EngineOptions {
     /// Invocations per row of the matvec kernels (a power of two, 1 to 64); `None` picks by
     /// adapter ([`GpuEngine::matvec_threads`]). Tests set it to cover both mappings.
     pub matvec_threads_per_row: Option<u32>,
+    /// Let a matvec row's invocations reduce through subgroup shuffles where the device can
+    /// (default `true`; see [`GpuEngine::matvec_subgroups`]). `false`: workgroup memory
+    /// everywhere. Tests set it to compare both.
+    pub matvec_subgroups: bool,
 }
 
 impl Default for EngineOptions {
@@ -43,6 +47,7 @@ impl Default for EngineOptions {
             timeout: Duration::from_secs(60),
             install_handlers: false,
             matvec_threads_per_row: None,
+            matvec_subgroups: true,
         }
     }
 }
@@ -185,6 +190,10 @@ impl GpuEngine {
         )?;
         let info = device.adapter_info();
         let limits = device.limits();
+        // The smallest subgroup the adapter may run (a power of two), where the device has them.
+        let has_subgroups = device.features().contains(wgpu::Features::SUBGROUP)
+            && info.subgroup_min_size.is_power_of_two();
+        let subgroup = info.subgroup_min_size;
         let threads = match options.matvec_threads_per_row {
             Some(t) if kernels::MATVEC_THREADS.contains(&t) => t,
             Some(t) => {
@@ -195,8 +204,11 @@ impl GpuEngine {
                 .into())
             }
             None if info.device_type == wgpu::DeviceType::Cpu => 1,
+            None if has_subgroups => subgroup.clamp(8, 64),
             None => 64,
         };
+        let subgroups =
+            options.matvec_subgroups && has_subgroups && threads > 1 && threads <= subgroup;
         let device_dim = limits.max_compute_workgroups_per_dimension;
         let plan = kernels::Plan {
             align: limits.min_storage_buffer_offset_alignment as u64,
@@ -210,6 +222,7 @@ impl GpuEngine {
                 .max_workgroups_per_dim
                 .map_or(device_dim, |m| m.clamp(1, device_dim)) as u64,
             threads,
+            subgroups,
         };
         let kernels = Arc::new(kernels::KernelSet::new(
             device.clone(),

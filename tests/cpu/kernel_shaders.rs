@@ -1,12 +1,13 @@
 //! Every kernel variant the engine can compile (`KernelKey::all`: every op on every format with a
-//! shader, every column count, threads per row, x reader and output dtype) parses, validates
-//! under naga's `Capabilities::empty()` (no f16, no subgroups) and translates to SPIR-V, MSL,
-//! HLSL and GLSL ES 3.1. No GPU and no wgpu needed.
+//! shader, every column count, threads per row, x reader, row reduction and output dtype)
+//! parses, validates under naga's `Capabilities::empty()` (no f16, no subgroups; the subgroup
+//! reductions with `SUBGROUP` alone) and translates to SPIR-V, MSL, HLSL and GLSL ES 3.1 (the
+//! subgroup reductions to all but GLSL). No GPU and no wgpu needed.
 
 use gguf_dequant::gpu::kernels::{kernel_source, KernelKey};
 use rayon::prelude::*;
 
-use crate::support::shader::{translate, validate};
+use crate::support::shader::{translate_with, validate_with};
 
 /// Parses, validates and translates `key`'s WGSL; the failures, each naming the key.
 fn validate_and_translate(key: &KernelKey) -> Vec<String> {
@@ -15,14 +16,16 @@ fn validate_and_translate(key: &KernelKey) -> Vec<String> {
         Ok(s) => s,
         Err(e) => return vec![format!("{label}: {e}")],
     };
-    match validate(&label, &src) {
-        Ok((module, info)) => translate(&label, &module, &info, key.entry_point()),
+    match validate_with(&label, &src, key.subgroups) {
+        Ok((module, info)) => {
+            translate_with(&label, &module, &info, key.entry_point(), key.subgroups)
+        }
         Err(e) => vec![e],
     }
 }
 
 #[test]
-fn every_kernel_variant_validates_and_translates_without_capabilities() {
+fn every_kernel_variant_validates_and_translates() {
     let keys = KernelKey::all();
     let failures: Vec<String> = keys.par_iter().flat_map(validate_and_translate).collect();
     assert!(

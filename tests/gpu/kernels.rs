@@ -204,6 +204,72 @@ fn expert_indexed(engine: &GpuEngine) {
 }
 gpu_test!(kernels_expert_indexed, expert_indexed);
 
+/// As many invocations per matvec row as the adapter's smallest subgroup, reducing through
+/// subgroup shuffles where the device has `SUBGROUP` (CI: lavapipe, 8 lanes, and SwiftShader, 4;
+/// llvmpipe GL has none and keeps the tree): every format, 1 and 3 columns and matvec_id, within
+/// the bound of the f64 reference and bit-identical to the workgroup-memory tree on the same
+/// device.
+fn subgroup_reduction(engine: &GpuEngine) {
+    let backend = label(engine);
+    let t = engine.matvec_threads();
+    let has = engine
+        .device()
+        .features()
+        .contains(wgpu::Features::SUBGROUP);
+    assert_eq!(engine.matvec_subgroups(), has, "{backend}: T = {t}");
+    if support::is_ci() && engine.adapter_info().backend == wgpu::Backend::Vulkan {
+        assert!(has, "{backend}: CI's Vulkan adapters have subgroups");
+    }
+    let tree = GpuEngine::from_device(
+        engine.device().clone(),
+        engine.queue().clone(),
+        EngineOptions {
+            matvec_threads_per_row: Some(t),
+            matvec_subgroups: false,
+            ..EngineOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(!tree.matvec_subgroups() && tree.matvec_threads() == t);
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    for (fi, &f) in formats::WITH_SHADER.iter().enumerate() {
+        let b = f.block_elems();
+        let (k, n) = if b == 1 { (300, 37) } else { (3 * b, 37) };
+        let raw = weights(f, k * n, 1300 + fi as u64);
+        // One expert of N rows: matvec and matvec_id read the same tensor.
+        let dims = [k as u64, n as u64, 1];
+        let w = ResidentTensor::upload(engine, "w", f, &dims, &raw).unwrap();
+        let wt = ResidentTensor::upload(&tree, "w", f, &dims, &raw).unwrap();
+        for batch in [1, 3] {
+            let x = inputs(batch * k, fi as u64);
+            let want = ops::mul_mat(f, &raw, k, &x, batch).unwrap();
+            let got = engine.matvec(&w, &x, batch).unwrap();
+            within(&format!("{backend} {f} T={t} matvec {batch}"), &want, &got);
+            let reference = tree.matvec(&wt, &x, batch).unwrap();
+            assert_eq!(
+                bits(got),
+                bits(reference),
+                "{backend} {f} T={t} matvec {batch}"
+            );
+        }
+        let (ids, x) = ([0u32, 0], inputs(k, fi as u64));
+        let got = engine.matvec_id(&w, &x, &ids, 2, false).unwrap();
+        let reference = tree.matvec_id(&wt, &x, &ids, 2, false).unwrap();
+        assert_eq!(bits(got), bits(reference), "{backend} {f} T={t} matvec_id");
+    }
+    eprintln!(
+        "[kernels] {backend}: {t} invocations per row, subgroup reduction {has}: bit-identical to the tree"
+    );
+}
+gpu_test!(
+    kernels_subgroup_reduction,
+    subgroup_reduction,
+    options_for = |adapter: &wgpu::Adapter| EngineOptions {
+        matvec_threads_per_row: Some(adapter.get_info().subgroup_min_size.clamp(2, 64)),
+        ..EngineOptions::default()
+    }
+);
+
 /// A tensor in two buffers (rows 0..a and a..n) and bindings far smaller than the tensor: every
 /// dispatch binds one run of whole rows, and matvec and matmul split their columns.
 fn split_tensors(engine: &GpuEngine) {

@@ -140,9 +140,18 @@ impl GpuEngine {
     }
 
     /// Invocations per matvec row: [`crate::gpu::EngineOptions::matvec_threads_per_row`], else 1
-    /// on CPU adapters (llvmpipe, SwiftShader), where every barrier costs, and 64 elsewhere.
+    /// on CPU adapters (llvmpipe, SwiftShader), where every barrier costs; on other adapters
+    /// with subgroups the adapter's smallest subgroup (at least 8, at most 64), and 64 elsewhere.
     pub fn matvec_threads(&self) -> u32 {
         self.kernels.plan.threads
+    }
+
+    /// Whether a matvec row's invocations add their sums through subgroup shuffles: the device
+    /// has wgpu's `SUBGROUP` feature, [`crate::gpu::EngineOptions::matvec_subgroups`] allows it,
+    /// and more than one but at most the adapter's smallest subgroup of invocations share a
+    /// row. Otherwise they add them through workgroup memory. The sums are the same, bit for bit.
+    pub fn matvec_subgroups(&self) -> bool {
+        self.kernels.plan.subgroups
     }
 
     /// Weight rows and X columns one pass of [`GpuEngine::record_matmul`] covers: the tiled

@@ -26,6 +26,10 @@ pub struct KernelKey {
     pub threads: u32,
     /// matvec, matvec_id: x read four values per load (K a multiple of 4, x 16-byte aligned).
     pub vec_x: bool,
+    /// matvec, matvec_id: a row's invocations reduce their sums with subgroup shuffles (wgpu's
+    /// `SUBGROUP` feature; `threads` at most the adapter's smallest subgroup) instead of
+    /// workgroup memory. Same sums, bit for bit. Never set for one invocation per row.
+    pub subgroups: bool,
     /// get_rows: the output dtype.
     pub dtype: DType,
 }
@@ -38,6 +42,7 @@ impl KernelKey {
             columns: 1,
             threads: 1,
             vec_x: false,
+            subgroups: false,
             dtype: DType::F32,
         }
     }
@@ -60,6 +65,15 @@ impl KernelKey {
         }
     }
 
+    /// This matvec or matvec_id key with the subgroup reduction where `on` and the key has more
+    /// than one invocation per row (else unchanged).
+    pub const fn with_subgroups(self, on: bool) -> KernelKey {
+        KernelKey {
+            subgroups: on && self.threads > 1 && matches!(self.op, Op::MatVec | Op::MatVecId),
+            ..self
+        }
+    }
+
     /// The tiled matmul.
     pub const fn matmul(format: Format) -> KernelKey {
         KernelKey::base(Op::MatMul, format)
@@ -76,7 +90,7 @@ impl KernelKey {
 
     /// Every kernel the engine can compile: each op for each format with a shader, over every
     /// variant (columns 1..=8 and [`MATMUL_CPU_COLUMNS`], every entry of [`MATVEC_THREADS`],
-    /// scalar and vec4 x, the three output dtypes).
+    /// scalar and vec4 x, both row reductions, the three output dtypes).
     pub fn all() -> Vec<KernelKey> {
         let columns = (1..=MATVEC_MAX_BATCH).chain([MATMUL_CPU_COLUMNS]);
         let mut out = Vec::new();
@@ -89,7 +103,11 @@ impl KernelKey {
                         for c in columns.clone() {
                             for t in MATVEC_THREADS {
                                 for v in [false, true] {
-                                    out.push(KernelKey::matvec(format, c, t, v));
+                                    let key = KernelKey::matvec(format, c, t, v);
+                                    out.push(key);
+                                    if t > 1 {
+                                        out.push(key.with_subgroups(true));
+                                    }
                                 }
                             }
                         }
@@ -97,7 +115,11 @@ impl KernelKey {
                     Op::MatVecId => {
                         for t in MATVEC_THREADS {
                             for v in [false, true] {
-                                out.push(KernelKey::matvec_id(format, t, v));
+                                let key = KernelKey::matvec_id(format, t, v);
+                                out.push(key);
+                                if t > 1 {
+                                    out.push(key.with_subgroups(true));
+                                }
                             }
                         }
                     }
@@ -188,12 +210,17 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         (Op::MatVec | Op::MatVecId, false) => kernel_file!("x_scalar"),
         _ => "",
     };
+    let reduce = match (key.op, key.subgroups) {
+        (Op::MatVec | Op::MatVecId, true) => kernel_file!("reduce_subgroup"),
+        (Op::MatVec | Op::MatVecId, false) => kernel_file!("reduce_tree"),
+        _ => "",
+    };
     let block = match key.op {
         Op::MatVec | Op::MatVecId => block_dot(key),
         Op::GetRows | Op::MatMul => String::new(),
     };
     Ok(format!(
-        "{header}{grids}{module}\n{}\n{x8}\n{}\n{block}",
+        "{header}{grids}{module}\n{}\n{x8}\n{reduce}\n{}\n{block}",
         kernel_file!("rows"),
         key.op.wgsl()
     ))
@@ -230,8 +257,9 @@ mod tests {
     #[test]
     fn keys_cover_every_variant_once() {
         let all = KernelKey::all();
-        let per_format =
-            DType::ALL.len() + 1 + 9 * MATVEC_THREADS.len() * 2 + MATVEC_THREADS.len() * 2;
+        // Every thread count but 1 also has the subgroup reduction.
+        let reductions = 2 * MATVEC_THREADS.len() - 1;
+        let per_format = DType::ALL.len() + 1 + 9 * reductions * 2 + reductions * 2;
         assert_eq!(all.len(), crate::formats::WITH_SHADER.len() * per_format);
         let unique: std::collections::HashSet<_> = all.iter().collect();
         assert_eq!(unique.len(), all.len());
@@ -261,6 +289,20 @@ mod tests {
         let s = kernel_source(&KernelKey::matvec(Format::Q4_0, 3, 16, true)).unwrap();
         assert!(s.starts_with("const B: u32 = 3u;\nconst T: u32 = 16u;\n"));
         assert!(s.contains("fn matvec(") && s.contains("var<storage, read> xv"));
+        assert!(s.contains("var<workgroup> partial") && !s.contains("subgroupShuffleXor"));
+        let key = KernelKey::matvec(Format::Q4_0, 3, 16, true).with_subgroups(true);
+        let s = kernel_source(&key).unwrap();
+        assert!(!s.contains("var<workgroup> partial") && s.contains("subgroupShuffleXor"));
+        assert!(
+            !KernelKey::matvec(Format::Q4_0, 3, 1, true)
+                .with_subgroups(true)
+                .subgroups
+        );
+        assert!(
+            !KernelKey::matmul(Format::Q4_0)
+                .with_subgroups(true)
+                .subgroups
+        );
         let s = kernel_source(&KernelKey::get_rows(Format::IQ2_XXS, DType::BF16)).unwrap();
         assert!(s.contains("var<storage, read> grids") && s.contains("fn get_rows("));
         assert!(kernel_source(&KernelKey::matmul(Format::I8)).is_err());

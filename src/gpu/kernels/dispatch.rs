@@ -89,6 +89,7 @@ impl Recorder {
                 KernelKey::matmul(s.format)
             } else {
                 KernelKey::matvec(s.format, cols as u32, plan.threads, vec_x)
+                    .with_subgroups(plan.subgroups)
             };
             let (pipeline, layout) = set.pipeline(&key)?;
             for run in &runs {
@@ -317,7 +318,8 @@ impl Recorder {
         }
         let runs = row_runs(&plan, t, &s, u64::MAX)?;
         let vec_x = s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
-        let key = KernelKey::matvec_id(s.format, plan.threads, vec_x);
+        let key =
+            KernelKey::matvec_id(s.format, plan.threads, vec_x).with_subgroups(plan.subgroups);
         let (pipeline, layout) = set.pipeline(&key)?;
         let (gx, gy) = windows::grid(n.div_ceil(rows_per_group), plan.max_dim);
         let mut p0 = 0;

@@ -96,6 +96,8 @@ pub(crate) struct Plan {
     pub(crate) max_dim: u64,
     /// Invocations per matvec row.
     pub(crate) threads: u32,
+    /// Whether the matvec rows reduce through subgroup shuffles (see [`super::KernelKey::subgroups`]).
+    pub(crate) subgroups: bool,
 }
 
 /// The kernels' state on one device, shared by the engine and every [`super::Recorder`].

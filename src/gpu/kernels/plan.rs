@@ -193,6 +193,7 @@ mod tests {
             max_binding,
             max_dim: 65535,
             threads: 1,
+            subgroups: false,
         }
     }
 
