@@ -93,6 +93,9 @@ pub struct AdapterDetails {
     pub limits: wgpu::Limits,
     /// Whether it runs compute shaders (GL adapters below GLES 3.1 do not).
     pub compute: bool,
+    /// Whether it offers wgpu's `SUBGROUP` feature (the matvec kernels' subgroup reduction;
+    /// subgroup sizes in `info`).
+    pub subgroups: bool,
     /// Its position in [`compute_adapters`]`(Backend::All)` (the adapter numbers of the command
     /// line's `adapters` and `load --devices`); `None` when it does not run compute shaders.
     pub index: Option<usize>,
@@ -111,6 +114,7 @@ pub fn list_adapters() -> Vec<AdapterDetails> {
         info: a.get_info(),
         limits: a.limits(),
         compute: index.is_some(),
+        subgroups: a.features().contains(wgpu::Features::SUBGROUP),
         index,
     };
     compute

@@ -71,6 +71,18 @@ fn adapters_lists_what_wgpu_sees() {
         assert!(
             a["name"].is_string() && a["max_storage_buffer_binding_size"].as_u64().unwrap() > 0
         );
+        let (lo, hi) = (
+            a["subgroup_min_size"].as_u64(),
+            a["subgroup_max_size"].as_u64(),
+        );
+        assert!(
+            a["subgroups"].is_boolean() && lo.unwrap() >= 4 && lo <= hi,
+            "{a}"
+        );
+        // CI's Vulkan implementations (lavapipe, SwiftShader) offer subgroups; GL never does.
+        if a["backend"] == "gl" || (support::is_ci() && a["backend"] == "vulkan") {
+            assert_eq!(a["subgroups"], a["backend"] == "vulkan", "{a}");
+        }
     }
     for backend in BACKENDS {
         have(backend, "adapters_lists_what_wgpu_sees");

@@ -30,6 +30,9 @@ pub fn run(args: &AdaptersArgs) -> Result<()> {
                     "min_storage_buffer_offset_alignment": a.limits.min_storage_buffer_offset_alignment,
                     "max_compute_workgroups_per_dimension": a.limits.max_compute_workgroups_per_dimension,
                     "max_compute_workgroup_storage_size": a.limits.max_compute_workgroup_storage_size,
+                    "subgroups": a.subgroups,
+                    "subgroup_min_size": a.info.subgroup_min_size,
+                    "subgroup_max_size": a.info.subgroup_max_size,
                 })
             })
             .collect();
@@ -77,6 +80,21 @@ pub fn run(args: &AdaptersArgs) -> Result<()> {
             out,
             "  workgroup storage:     {} bytes",
             l.max_compute_workgroup_storage_size
+        )?;
+        let (lo, hi) = (a.info.subgroup_min_size, a.info.subgroup_max_size);
+        let lanes = if lo == hi {
+            format!("{lo} lanes")
+        } else {
+            format!("{lo}-{hi} lanes")
+        };
+        writeln!(
+            out,
+            "  subgroups:             {}",
+            if a.subgroups {
+                lanes
+            } else {
+                "none".to_string()
+            }
         )?;
     }
     out.flush()?;
