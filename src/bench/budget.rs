@@ -3,8 +3,11 @@
 //! and is unchanged where calls are fast.
 //!
 //! A measurement times `runs` runs, each over `units` distinct buffer pairs or weight copies
-//! (the rotation), after `warmup` untimed runs. With a budget of `b` seconds, one untimed probe
-//! run over a single unit first estimates `t`, the seconds of one unit. If the whole
+//! (the rotation), after `warmup` untimed runs. With a budget of `b` seconds, a first run over a
+//! single unit is thrown away (the first dispatch of a kernel pays for its compilation where the
+//! driver compiles lazily, as llvmpipe does: up to a second for an unrolled k-quant matvec, which
+//! a probe that counted it took for the call's own time), then one untimed probe run over a
+//! single unit estimates `t`, the seconds of one unit. If the whole
 //! measurement fits (`t × units × (warmup + runs) ≤ b`) it runs as planned. Otherwise the probe
 //! stands for the warm-up and the measurement shrinks to fit: first the rotation (the fewest
 //! units that [`BUDGET_MIN_RUNS`] runs fill the budget with, at least 1), then the runs (as many
@@ -12,8 +15,8 @@
 //! [`BUDGET_MIN_RUNS`] runs of one unit would pass the budget, the probe itself is the
 //! measurement (one run, reported as such): a call of a third of a second or more (a 32-column
 //! matmul of a 151 936-row weight takes seconds on lavapipe) varies far less from run to run
-//! than further runs are worth. So a measurement takes at most about 4/3 of the budget, or one
-//! call where that is longer. A shrunk rotation matters little: a unit that takes a sizeable
+//! than further runs are worth. So a measurement takes at most about 4/3 of the budget after the
+//! thrown-away first call, or two calls where that is longer. A shrunk rotation matters little: a unit that takes a sizeable
 //! share of a second reads far more than any cache holds for that long.
 
 use super::timing::median_of;
@@ -88,7 +91,7 @@ pub struct Measured {
 
 /// Median seconds per unit of `run(n)` (one run over the first `n` units, returning its seconds
 /// per unit), planned for `units`, `warmup` and `runs` within `budget` seconds (`None`: as
-/// planned, no probe).
+/// planned, no probe; else a first run thrown away, then the probe).
 pub fn measure(
     budget: Option<f64>,
     units: usize,
@@ -103,6 +106,7 @@ pub fn measure(
             runs,
         },
         Some(b) => {
+            run(1)?; // compiles and first touches; not what a call costs
             let (t, timing) = run(1)?;
             let plan = plan(b, t, units, warmup, runs);
             if plan.runs == 0 {
@@ -186,14 +190,15 @@ mod tests {
 
     #[test]
     fn measure_runs_the_plan() {
+        // The first call compiles (5 s): thrown away, the probe is the second.
         let mut calls = Vec::new();
         let m = measure(Some(1.0), 29, 1, 7, |n| {
             calls.push(n);
-            Ok((0.03, Timing::Wall))
+            Ok((if calls.len() == 1 { 5.0 } else { 0.03 }, Timing::Wall))
         })
         .unwrap();
         assert_eq!(m.plan.units, 11);
-        assert_eq!(calls, [1, 11, 11, 11]);
+        assert_eq!(calls, [1, 1, 11, 11, 11]);
         assert_eq!(m.seconds, 0.03);
         let mut calls = Vec::new();
         measure(None, 4, 1, 5, |n| {
@@ -206,10 +211,10 @@ mod tests {
         let mut calls = Vec::new();
         let m = measure(Some(1.0), 4, 1, 7, |n| {
             calls.push(n);
-            Ok((2.5, Timing::Timestamp))
+            Ok((if calls.len() == 1 { 9.0 } else { 2.5 }, Timing::Timestamp))
         })
         .unwrap();
-        assert_eq!(calls, [1]);
+        assert_eq!(calls, [1, 1]);
         assert_eq!(
             (m.seconds, m.timing, m.plan.runs),
             (2.5, Timing::Timestamp, 1)

@@ -350,8 +350,8 @@ pub struct BenchArgs {
     /// Timed runs per measurement (median reported; at least 5).
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(5..))]
     pub runs: u32,
-    /// Seconds each GPU measurement may take: past it, one untimed probe sizes a smaller
-    /// rotation, then fewer runs (at least 3, or the probe alone where one call takes the whole
+    /// Seconds each GPU measurement may take: past it, one untimed probe (after a first call
+    /// thrown away: it compiles) sizes a smaller rotation, then fewer runs (at least 3, or the probe alone where one call takes the whole
     /// budget; each row reports its own count). 0: no budget.
     #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
     pub budget: f64,
