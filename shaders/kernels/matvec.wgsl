@@ -2,8 +2,8 @@
 // MUL_MAT_ID (expert-indexed rows). Composed by src/gpu/kernels/compose.rs after two prepended
 // constants, B (columns) and T (invocations per row: 1 on CPU adapters; on GPUs the adapter's
 // smallest subgroup where it has subgroups, else 64), the weight's decode module, rows.wgsl, the
-// x reader (x_scalar.wgsl, or x_vec4.wgsl when K is a multiple of 4 and x 16-byte aligned) and
-// the row reduction (reduce_tree.wgsl, or reduce_subgroup.wgsl), and followed by block_dot (one
+// x reader (x_scalar.wgsl, x_vec4.wgsl when K is a multiple of 4 and x 16-byte aligned, or
+// x_shared.wgsl: one invocation per row on a device with subgroups) and the row reduction (reduce_tree.wgsl, or reduce_subgroup.wgsl), and followed by block_dot (one
 // block's parts through part_dot: written out for B = 1, T = 1, else in a loop of four per step).
 // CPU twin: ops::mul_mat / ops::mul_mat_id (f64).
 //
@@ -14,6 +14,8 @@
 // tree, the same additions in the same order in both reductions, so results repeat exactly from
 // run to run and between the two). With T = 1 (llvmpipe, SwiftShader: SIMD lanes over rows,
 // where every barrier costs) a row is one invocation's sequential loop and nothing is reduced.
+// Every invocation runs the same number of steps: a row past the last reads the last row (its
+// sums are never written), so the loops stay uniform and x_shared.wgsl's lanes all take part.
 // NaN and infinity propagate: lanes outside a row are masked with select, never multiplied by
 // zero.
 //
@@ -58,21 +60,21 @@ fn part_dot(acc: ptr<function, array<f32, B>>, base: u32, p: u32, at: u32, k: u3
 
 // Σ_k W[row, k] x[b][k] for the B columns of x from index `x_at` (stride k), for the row at byte
 // `row_base`: this invocation's chunks (t, t + T, ...) reduced over the row's T invocations and
-// returned to its invocation t = 0. `live`: whether the row exists (the others add nothing).
-// Called in uniform control flow by every invocation of the workgroup.
-fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32, live: bool) -> array<f32, B> {
+// returned to its invocation t = 0. Called in uniform control flow by every invocation of the
+// workgroup, each with a row that exists.
+fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32) -> array<f32, B> {
     let k = params.k;
     var acc: array<f32, B>;
     if (T == 1u && w_BLOCK_ELEMS >= 8u) {
         // One invocation per row: block by block, each through block_dot (composed in: the
         // block's parts in straight-line code, so the compiler can share what they decode alike).
-        let n_blocks = select(0u, k / w_BLOCK_ELEMS, live);
+        let n_blocks = k / w_BLOCK_ELEMS;
         for (var blk = 0u; blk < n_blocks; blk++) {
             block_dot(&acc, row_base + blk * w_BLOCK_BYTES, x_at + blk * w_BLOCK_ELEMS, k);
         }
         return acc;
     }
-    let n_chunks = select(0u, (k + 7u) / 8u, live);
+    let n_chunks = (k + 7u) / 8u;
     for (var c = t; c < n_chunks; c += T) {
         var v = chunk8(row_base, c);
         let at = x_at + 8u * c;
@@ -111,6 +113,7 @@ fn matvec(
     lane: Lane,
 ) {
     let lid = lane_index(lane);
+    x_begin(lane);
     let group = wid.y * nwg.x + wid.x;
     if (group * R >= params.n_rows) {
         return; // uniform per workgroup
@@ -118,7 +121,8 @@ fn matvec(
     let row = group * R + lid / T;
     let t = lid % T;
     let live = row < params.n_rows;
-    let sums = row_dot(t, lid, params.w_skip + row * params.row_bytes, params.x_skip, live);
+    let read_row = min(row, params.n_rows - 1u);
+    let sums = row_dot(t, lid, params.w_skip + read_row * params.row_bytes, params.x_skip);
     if (live && t == 0u) {
         for (var b = 0u; b < B; b++) {
             y[params.y_skip + b * params.y_stride + row] = sums[b];
@@ -135,6 +139,7 @@ fn matvec_id(
     lane: Lane,
 ) {
     let lid = lane_index(lane);
+    x_begin(lane);
     let group = wid.y * nwg.x + wid.x;
     if (group * R >= params.n_rows) {
         return; // uniform per workgroup
@@ -153,12 +158,13 @@ fn matvec_id(
     }
     let g = e * params.n_rows + n;
     // Whether this row of the expert is in this dispatch's binding (rows outside it are left to
-    // the dispatch that binds them; every invocation still takes part in the reduction).
+    // the dispatch that binds them; their invocations read the binding's first row, unwritten,
+    // and take part in the loops all the same).
     let here = g >= params.row_first && g - params.row_first < params.row_count;
     let live = here && n < params.n_rows;
     let x_row = select(pair / params.slots, pair, params.x_per_slot != 0u);
     let row_base = params.w_skip + select(0u, g - params.row_first, here) * params.row_bytes;
-    let sums = row_dot(t, lid, row_base, params.x_skip + x_row * params.k, live);
+    let sums = row_dot(t, lid, row_base, params.x_skip + x_row * params.k);
     if (live && t == 0u) {
         y[out] = sums[0];
     }

@@ -7,3 +7,6 @@ fn x8(o: u32) -> array<vec4<f32>, 2> {
         vec4<f32>(x[o + 4u], x[o + 5u], x[o + 6u], x[o + 7u]),
     );
 }
+
+// Nothing to set up (x_shared.wgsl takes the invocation's lane here).
+fn x_begin(l: Lane) {}

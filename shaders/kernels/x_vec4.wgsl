@@ -7,3 +7,6 @@
 fn x8(o: u32) -> array<vec4<f32>, 2> {
     return array<vec4<f32>, 2>(xv[o / 4u], xv[o / 4u + 1u]);
 }
+
+// Nothing to set up (x_shared.wgsl takes the invocation's lane here).
+fn x_begin(l: Lane) {}

@@ -32,9 +32,10 @@ pub struct EngineOptions {
     /// Invocations per row of the matvec kernels (a power of two, 1 to 64); `None` picks by
     /// adapter ([`GpuEngine::matvec_threads`]). Tests set it to cover both mappings.
     pub matvec_threads_per_row: Option<u32>,
-    /// Let a matvec row's invocations reduce through subgroup shuffles where the device can
-    /// (default `true`; see [`GpuEngine::matvec_subgroups`]). `false`: workgroup memory
-    /// everywhere. Tests set it to compare both.
+    /// Let the matvec kernels use subgroup operations where the device can (default `true`): a
+    /// row's invocations reduce through shuffles ([`GpuEngine::matvec_subgroups`]), or with one
+    /// invocation per row lanes share their reads of x ([`GpuEngine::matvec_x_lanes`]).
+    /// `false`: workgroup memory, and every invocation reads x itself. Tests set it to compare.
     pub matvec_subgroups: bool,
 }
 
@@ -209,6 +210,11 @@ impl GpuEngine {
         };
         let subgroups =
             options.matvec_subgroups && has_subgroups && threads > 1 && threads <= subgroup;
+        let x_lanes = if options.matvec_subgroups && has_subgroups && threads == 1 {
+            subgroup.min(8)
+        } else {
+            1
+        };
         let device_dim = limits.max_compute_workgroups_per_dimension;
         let plan = kernels::Plan {
             align: limits.min_storage_buffer_offset_alignment as u64,
@@ -223,6 +229,7 @@ impl GpuEngine {
                 .map_or(device_dim, |m| m.clamp(1, device_dim)) as u64,
             threads,
             subgroups,
+            x_lanes,
         };
         let kernels = Arc::new(kernels::KernelSet::new(
             device.clone(),

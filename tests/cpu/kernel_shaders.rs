@@ -1,8 +1,8 @@
 //! Every kernel variant the engine can compile (`KernelKey::all`: every op on every format with a
 //! shader, every column count, threads per row, x reader, row reduction and output dtype)
 //! parses, validates under naga's `Capabilities::empty()` (no f16, no subgroups; the subgroup
-//! reductions with `SUBGROUP` alone) and translates to SPIR-V, MSL, HLSL and GLSL ES 3.1 (the
-//! subgroup reductions to all but GLSL). No GPU and no wgpu needed.
+//! reductions and shared x reads with `SUBGROUP` alone) and translates to SPIR-V, MSL, HLSL and
+//! GLSL ES 3.1 (those using subgroups to all but GLSL). No GPU and no wgpu needed.
 
 use gguf_dequant::gpu::kernels::{kernel_source, KernelKey};
 use rayon::prelude::*;
@@ -16,10 +16,14 @@ fn validate_and_translate(key: &KernelKey) -> Vec<String> {
         Ok(s) => s,
         Err(e) => return vec![format!("{label}: {e}")],
     };
-    match validate_with(&label, &src, key.subgroups) {
-        Ok((module, info)) => {
-            translate_with(&label, &module, &info, key.entry_point(), key.subgroups)
-        }
+    match validate_with(&label, &src, key.uses_subgroups()) {
+        Ok((module, info)) => translate_with(
+            &label,
+            &module,
+            &info,
+            key.entry_point(),
+            key.uses_subgroups(),
+        ),
         Err(e) => vec![e],
     }
 }

@@ -204,23 +204,36 @@ fn expert_indexed(engine: &GpuEngine) {
 }
 gpu_test!(kernels_expert_indexed, expert_indexed);
 
-/// As many invocations per matvec row as the adapter's smallest subgroup, reducing through
-/// subgroup shuffles where the device has `SUBGROUP` (CI: lavapipe, 8 lanes, and SwiftShader, 4;
-/// llvmpipe GL has none and keeps the tree): every format, 1 and 3 columns and matvec_id, within
-/// the bound of the f64 reference and bit-identical to the workgroup-memory tree on the same
-/// device.
-fn subgroup_reduction(engine: &GpuEngine) {
+/// The matvec kernels' subgroup paths against the same kernels without them, where the device
+/// has `SUBGROUP` (CI: lavapipe, 8 lanes, and SwiftShader, 4; llvmpipe GL has none and keeps
+/// both fallbacks): with as many invocations per row as the adapter's smallest subgroup, the
+/// shuffle reduction; with one, x read once per subgroup lane group and broadcast. Every format,
+/// 1 and 3 columns (ragged K for the one-value formats, a last workgroup of dead rows) and
+/// matvec_id, within the bound of the f64 reference and bit-identical to the fallback (the
+/// workgroup-memory tree, every invocation reading x) on the same device.
+fn subgroups_against_fallback(engine: &GpuEngine) {
     let backend = label(engine);
     let t = engine.matvec_threads();
     let has = engine
         .device()
         .features()
         .contains(wgpu::Features::SUBGROUP);
-    assert_eq!(engine.matvec_subgroups(), has, "{backend}: T = {t}");
+    let lanes = engine.adapter_info().subgroup_min_size.min(8);
+    if t == 1 {
+        assert!(!engine.matvec_subgroups());
+        assert_eq!(
+            engine.matvec_x_lanes(),
+            if has { lanes } else { 1 },
+            "{backend}"
+        );
+    } else {
+        assert_eq!(engine.matvec_subgroups(), has, "{backend}: T = {t}");
+        assert_eq!(engine.matvec_x_lanes(), 1, "{backend}: T = {t}");
+    }
     if support::is_ci() && engine.adapter_info().backend == wgpu::Backend::Vulkan {
         assert!(has, "{backend}: CI's Vulkan adapters have subgroups");
     }
-    let tree = GpuEngine::from_device(
+    let fallback = GpuEngine::from_device(
         engine.device().clone(),
         engine.queue().clone(),
         EngineOptions {
@@ -230,7 +243,8 @@ fn subgroup_reduction(engine: &GpuEngine) {
         },
     )
     .unwrap();
-    assert!(!tree.matvec_subgroups() && tree.matvec_threads() == t);
+    assert!(!fallback.matvec_subgroups() && fallback.matvec_x_lanes() == 1);
+    assert_eq!(fallback.matvec_threads(), t);
     let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
     for (fi, &f) in formats::WITH_SHADER.iter().enumerate() {
         let b = f.block_elems();
@@ -239,13 +253,13 @@ fn subgroup_reduction(engine: &GpuEngine) {
         // One expert of N rows: matvec and matvec_id read the same tensor.
         let dims = [k as u64, n as u64, 1];
         let w = ResidentTensor::upload(engine, "w", f, &dims, &raw).unwrap();
-        let wt = ResidentTensor::upload(&tree, "w", f, &dims, &raw).unwrap();
+        let wf = ResidentTensor::upload(&fallback, "w", f, &dims, &raw).unwrap();
         for batch in [1, 3] {
             let x = inputs(batch * k, fi as u64);
             let want = ops::mul_mat(f, &raw, k, &x, batch).unwrap();
             let got = engine.matvec(&w, &x, batch).unwrap();
             within(&format!("{backend} {f} T={t} matvec {batch}"), &want, &got);
-            let reference = tree.matvec(&wt, &x, batch).unwrap();
+            let reference = fallback.matvec(&wf, &x, batch).unwrap();
             assert_eq!(
                 bits(got),
                 bits(reference),
@@ -254,18 +268,28 @@ fn subgroup_reduction(engine: &GpuEngine) {
         }
         let (ids, x) = ([0u32, 0], inputs(k, fi as u64));
         let got = engine.matvec_id(&w, &x, &ids, 2, false).unwrap();
-        let reference = tree.matvec_id(&wt, &x, &ids, 2, false).unwrap();
+        let reference = fallback.matvec_id(&wf, &x, &ids, 2, false).unwrap();
         assert_eq!(bits(got), bits(reference), "{backend} {f} T={t} matvec_id");
     }
     eprintln!(
-        "[kernels] {backend}: {t} invocations per row, subgroup reduction {has}: bit-identical to the tree"
+        "[kernels] {backend}: {t} invocations per row, subgroup reduction {}, x shared by {} lanes: bit-identical to the fallback",
+        engine.matvec_subgroups(),
+        engine.matvec_x_lanes()
     );
 }
 gpu_test!(
     kernels_subgroup_reduction,
-    subgroup_reduction,
+    subgroups_against_fallback,
     options_for = |adapter: &wgpu::Adapter| EngineOptions {
         matvec_threads_per_row: Some(adapter.get_info().subgroup_min_size.clamp(2, 64)),
+        ..EngineOptions::default()
+    }
+);
+gpu_test!(
+    kernels_subgroup_shared_x,
+    subgroups_against_fallback,
+    options = EngineOptions {
+        matvec_threads_per_row: Some(1),
         ..EngineOptions::default()
     }
 );

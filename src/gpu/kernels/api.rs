@@ -154,6 +154,16 @@ impl GpuEngine {
         self.kernels.plan.subgroups
     }
 
+    /// With one invocation per matvec row, the lanes of a subgroup that share each read of x
+    /// through `subgroupBroadcast` ([`KernelKey::x_lanes`]): the adapter's smallest subgroup, at
+    /// most 8, where the device has `SUBGROUP` and
+    /// [`crate::gpu::EngineOptions::matvec_subgroups`] allows it; else 1 (each reads its own).
+    /// The values and sums are the same. On llvmpipe, which loads storage lane by lane, x's
+    /// loads had been most of the kernel's time (n = 8, Q4_0: 85 %).
+    pub fn matvec_x_lanes(&self) -> u32 {
+        self.kernels.plan.x_lanes
+    }
+
     /// Weight rows and X columns one pass of [`GpuEngine::record_matmul`] covers: the tiled
     /// kernel's 32 × 32 output tile, or on CPU adapters (one invocation per row) 64 rows of a
     /// workgroup by [`MATMUL_CPU_COLUMNS`]. The weight is read `ceil(batch / columns)` times and

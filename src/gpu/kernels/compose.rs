@@ -30,6 +30,11 @@ pub struct KernelKey {
     /// `SUBGROUP` feature; `threads` at most the adapter's smallest subgroup) instead of
     /// workgroup memory. Same sums, bit for bit. Never set for one invocation per row.
     pub subgroups: bool,
+    /// matvec, matvec_id with one invocation per row: 1, or the lanes of a subgroup (2, 4 or 8;
+    /// at most the adapter's smallest subgroup) that share each read of x: each reads one of
+    /// every `x_lanes` values and `subgroupBroadcast` hands them to all (every row reads the
+    /// same x). Same values, same sums. Implies scalar x.
+    pub x_lanes: u32,
     /// get_rows: the output dtype.
     pub dtype: DType,
 }
@@ -43,6 +48,7 @@ impl KernelKey {
             threads: 1,
             vec_x: false,
             subgroups: false,
+            x_lanes: 1,
             dtype: DType::F32,
         }
     }
@@ -74,6 +80,30 @@ impl KernelKey {
         }
     }
 
+    /// This matvec or matvec_id key with x read once per `lanes` rows through subgroup
+    /// broadcasts ([`KernelKey::x_lanes`]) where the key has one invocation per row and `lanes`
+    /// is 2, 4 or 8 (else unchanged); x is then read value by value.
+    pub const fn with_x_lanes(self, lanes: u32) -> KernelKey {
+        if self.threads == 1
+            && matches!(self.op, Op::MatVec | Op::MatVecId)
+            && matches!(lanes, 2 | 4 | 8)
+        {
+            KernelKey {
+                x_lanes: lanes,
+                vec_x: false,
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+
+    /// Whether the kernel uses subgroup operations (wgpu's `SUBGROUP` feature): the subgroup
+    /// row reduction or shared reads of x.
+    pub const fn uses_subgroups(&self) -> bool {
+        self.subgroups || self.x_lanes > 1
+    }
+
     /// The tiled matmul.
     pub const fn matmul(format: Format) -> KernelKey {
         KernelKey::base(Op::MatMul, format)
@@ -90,7 +120,8 @@ impl KernelKey {
 
     /// Every kernel the engine can compile: each op for each format with a shader, over every
     /// variant (columns 1..=8 and [`MATMUL_CPU_COLUMNS`], every entry of [`MATVEC_THREADS`],
-    /// scalar and vec4 x, both row reductions, the three output dtypes).
+    /// scalar and vec4 x, both row reductions, x shared by 2, 4 and 8 lanes, the three output
+    /// dtypes).
     pub fn all() -> Vec<KernelKey> {
         let columns = (1..=MATVEC_MAX_BATCH).chain([MATMUL_CPU_COLUMNS]);
         let mut out = Vec::new();
@@ -103,11 +134,7 @@ impl KernelKey {
                         for c in columns.clone() {
                             for t in MATVEC_THREADS {
                                 for v in [false, true] {
-                                    let key = KernelKey::matvec(format, c, t, v);
-                                    out.push(key);
-                                    if t > 1 {
-                                        out.push(key.with_subgroups(true));
-                                    }
+                                    push_matvec(&mut out, KernelKey::matvec(format, c, t, v));
                                 }
                             }
                         }
@@ -115,11 +142,7 @@ impl KernelKey {
                     Op::MatVecId => {
                         for t in MATVEC_THREADS {
                             for v in [false, true] {
-                                let key = KernelKey::matvec_id(format, t, v);
-                                out.push(key);
-                                if t > 1 {
-                                    out.push(key.with_subgroups(true));
-                                }
+                                push_matvec(&mut out, KernelKey::matvec_id(format, t, v));
                             }
                         }
                     }
@@ -147,6 +170,20 @@ impl KernelKey {
         self.op.name()
     }
 }
+
+/// `key` and its subgroup variants: the row reduction for several invocations per row, x
+/// shared by 2, 4 and 8 lanes for one (scalar x only: sharing implies it).
+fn push_matvec(out: &mut Vec<KernelKey>, key: KernelKey) {
+    out.push(key);
+    if key.threads > 1 {
+        out.push(key.with_subgroups(true));
+    } else if !key.vec_x {
+        out.extend(X_LANES.map(|n| key.with_x_lanes(n)));
+    }
+}
+
+/// The subgroup lanes that can share x's reads ([`KernelKey::x_lanes`] above 1).
+pub const X_LANES: [u32; 3] = [2, 4, 8];
 
 macro_rules! kernel_file {
     ($name:literal) => {
@@ -206,11 +243,14 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         String::new()
     };
     let x8 = match (key.op, key.vec_x) {
-        (Op::MatVec | Op::MatVecId, true) => kernel_file!("x_vec4"),
-        (Op::MatVec | Op::MatVecId, false) => kernel_file!("x_scalar"),
-        _ => "",
+        (Op::MatVec | Op::MatVecId, _) if key.x_lanes > 1 => x_shared(key.x_lanes),
+        (Op::MatVec | Op::MatVecId, true) => kernel_file!("x_vec4").to_string(),
+        (Op::MatVec | Op::MatVecId, false) => kernel_file!("x_scalar").to_string(),
+        _ => String::new(),
     };
-    let reduce = match (key.op, key.subgroups) {
+    // Shared x reads take their lane from the subgroup builtins of reduce_subgroup.wgsl's
+    // `Lane` (one invocation per row never reduces).
+    let reduce = match (key.op, key.uses_subgroups()) {
         (Op::MatVec | Op::MatVecId, true) => kernel_file!("reduce_subgroup"),
         (Op::MatVec | Op::MatVecId, false) => kernel_file!("reduce_tree"),
         _ => "",
@@ -224,6 +264,26 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         kernel_file!("rows"),
         key.op.wgsl()
     ))
+}
+
+/// x_shared.wgsl and its `x8` for `lanes` lanes (`subgroupBroadcast` takes a constant lane, so
+/// the reader is written out here): lane `l` reads values `l, l + lanes, ...` of the eight, and
+/// value `j` is lane `j % lanes`'s read `j / lanes`.
+fn x_shared(lanes: u32) -> String {
+    let reads: String = (0..8 / lanes)
+        .map(|i| format!("    let s{i} = x[o + {}u + x_lane];\n", i * lanes))
+        .collect();
+    let value = |j: u32| format!("subgroupBroadcast(s{}, {}u)", j / lanes, j % lanes);
+    let half = |h: u32| {
+        let v: Vec<String> = (4 * h..4 * h + 4).map(value).collect();
+        format!("vec4<f32>({})", v.join(", "))
+    };
+    format!(
+        "const XL: u32 = {lanes}u;\n{}\n// x[o .. o + 8] as two vec4.\nfn x8(o: u32) -> array<vec4<f32>, 2> {{\n{reads}    return array<vec4<f32>, 2>({}, {});\n}}\n",
+        kernel_file!("x_shared"),
+        half(0),
+        half(1)
+    )
 }
 
 /// `block_dot` of the matvec kernels: one block's dot products with the B columns of x, through
@@ -257,9 +317,10 @@ mod tests {
     #[test]
     fn keys_cover_every_variant_once() {
         let all = KernelKey::all();
-        // Every thread count but 1 also has the subgroup reduction.
+        // Every thread count but 1 also has the subgroup reduction; 1 with scalar x, shared x.
         let reductions = 2 * MATVEC_THREADS.len() - 1;
-        let per_format = DType::ALL.len() + 1 + 9 * reductions * 2 + reductions * 2;
+        let matvecs = reductions * 2 + X_LANES.len();
+        let per_format = DType::ALL.len() + 1 + 9 * matvecs + matvecs;
         assert_eq!(all.len(), crate::formats::WITH_SHADER.len() * per_format);
         let unique: std::collections::HashSet<_> = all.iter().collect();
         assert_eq!(unique.len(), all.len());
@@ -306,6 +367,26 @@ mod tests {
         let s = kernel_source(&KernelKey::get_rows(Format::IQ2_XXS, DType::BF16)).unwrap();
         assert!(s.contains("var<storage, read> grids") && s.contains("fn get_rows("));
         assert!(kernel_source(&KernelKey::matmul(Format::I8)).is_err());
+    }
+
+    #[test]
+    fn shared_x_is_read_once_per_lane_and_broadcast() {
+        let key = KernelKey::matvec(Format::Q4_K, 2, 1, true).with_x_lanes(4);
+        assert!(key.x_lanes == 4 && !key.vec_x && key.uses_subgroups() && !key.subgroups);
+        let s = kernel_source(&key).unwrap();
+        assert!(s.contains("let s1 = x[o + 4u + x_lane];") && !s.contains("s2"));
+        assert!(s.contains("subgroupBroadcast(s1, 3u))") && s.contains("x_lane = l.id % XL;"));
+        assert!(s.contains("@builtin(subgroup_invocation_id)") && !s.contains("xv"));
+        // Several invocations per row read different x: nothing to share.
+        let wide = KernelKey::matvec(Format::Q4_K, 2, 8, true);
+        assert_eq!(wide.with_x_lanes(8), wide);
+        assert_eq!(KernelKey::matmul(Format::Q4_K).with_x_lanes(8).x_lanes, 1);
+        assert_eq!(
+            KernelKey::matvec_id(Format::Q4_K, 1, false)
+                .with_x_lanes(1)
+                .x_lanes,
+            1
+        );
     }
 
     #[test]

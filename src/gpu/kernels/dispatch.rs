@@ -90,6 +90,7 @@ impl Recorder {
             } else {
                 KernelKey::matvec(s.format, cols as u32, plan.threads, vec_x)
                     .with_subgroups(plan.subgroups)
+                    .with_x_lanes(plan.x_lanes)
             };
             let (pipeline, layout) = set.pipeline(&key)?;
             for run in &runs {
@@ -318,8 +319,9 @@ impl Recorder {
         }
         let runs = row_runs(&plan, t, &s, u64::MAX)?;
         let vec_x = s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
-        let key =
-            KernelKey::matvec_id(s.format, plan.threads, vec_x).with_subgroups(plan.subgroups);
+        let key = KernelKey::matvec_id(s.format, plan.threads, vec_x)
+            .with_subgroups(plan.subgroups)
+            .with_x_lanes(plan.x_lanes);
         let (pipeline, layout) = set.pipeline(&key)?;
         let (gx, gy) = windows::grid(n.div_ceil(rows_per_group), plan.max_dim);
         let mut p0 = 0;

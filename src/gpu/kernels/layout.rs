@@ -98,6 +98,9 @@ pub(crate) struct Plan {
     pub(crate) threads: u32,
     /// Whether the matvec rows reduce through subgroup shuffles (see [`super::KernelKey::subgroups`]).
     pub(crate) subgroups: bool,
+    /// The lanes sharing each read of x with one invocation per row (see
+    /// [`super::KernelKey::x_lanes`]; 1: none).
+    pub(crate) x_lanes: u32,
 }
 
 /// The kernels' state on one device, shared by the engine and every [`super::Recorder`].

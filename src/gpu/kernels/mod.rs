@@ -74,7 +74,7 @@ mod record;
 
 #[cfg(feature = "gpu")]
 pub use api::{GetRowsJob, Job, MatVecIdJob, MulMatJob, Operand};
-pub use compose::{kernel_source, KernelKey, MATVEC_THREADS};
+pub use compose::{kernel_source, KernelKey, MATVEC_THREADS, X_LANES};
 #[cfg(feature = "gpu")]
 pub use layout::{BindingKind, Program};
 #[cfg(feature = "gpu")]

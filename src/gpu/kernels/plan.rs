@@ -194,6 +194,7 @@ mod tests {
             max_dim: 65535,
             threads: 1,
             subgroups: false,
+            x_lanes: 1,
         }
     }
 
