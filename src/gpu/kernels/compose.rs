@@ -32,8 +32,9 @@ pub struct KernelKey {
     pub subgroups: bool,
     /// matvec, matvec_id with one invocation per row: 1, or the lanes of a subgroup (2, 4 or 8;
     /// at most the adapter's smallest subgroup) that share each read of x: each reads one of
-    /// every `x_lanes` values and `subgroupBroadcast` hands them to all (every row reads the
-    /// same x). Same values, same sums. Implies scalar x.
+    /// every `x_lanes` values (with vec4 x, four of every `4 x_lanes`, a block's parts taken 32
+    /// values at a time) and `subgroupBroadcast` hands them to all (every row reads the same
+    /// x). Same values, same sums.
     pub x_lanes: u32,
     /// get_rows: the output dtype.
     pub dtype: DType,
@@ -82,7 +83,7 @@ impl KernelKey {
 
     /// This matvec or matvec_id key with x read once per `lanes` rows through subgroup
     /// broadcasts ([`KernelKey::x_lanes`]) where the key has one invocation per row and `lanes`
-    /// is 2, 4 or 8 (else unchanged); x is then read value by value.
+    /// is 2, 4 or 8 (else unchanged).
     pub const fn with_x_lanes(self, lanes: u32) -> KernelKey {
         if self.threads == 1
             && matches!(self.op, Op::MatVec | Op::MatVecId)
@@ -90,7 +91,6 @@ impl KernelKey {
         {
             KernelKey {
                 x_lanes: lanes,
-                vec_x: false,
                 ..self
             }
         } else {
@@ -172,12 +172,12 @@ impl KernelKey {
 }
 
 /// `key` and its subgroup variants: the row reduction for several invocations per row, x
-/// shared by 2, 4 and 8 lanes for one (scalar x only: sharing implies it).
+/// shared by 2, 4 and 8 lanes for one.
 fn push_matvec(out: &mut Vec<KernelKey>, key: KernelKey) {
     out.push(key);
     if key.threads > 1 {
         out.push(key.with_subgroups(true));
-    } else if !key.vec_x {
+    } else {
         out.extend(X_LANES.map(|n| key.with_x_lanes(n)));
     }
 }
@@ -243,7 +243,7 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         String::new()
     };
     let x8 = match (key.op, key.vec_x) {
-        (Op::MatVec | Op::MatVecId, _) if key.x_lanes > 1 => x_shared(key.x_lanes),
+        (Op::MatVec | Op::MatVecId, _) if key.x_lanes > 1 => x_shared(key),
         (Op::MatVec | Op::MatVecId, true) => kernel_file!("x_vec4").to_string(),
         (Op::MatVec | Op::MatVecId, false) => kernel_file!("x_scalar").to_string(),
         _ => String::new(),
@@ -266,10 +266,12 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
     ))
 }
 
-/// x_shared.wgsl and its `x8` for `lanes` lanes (`subgroupBroadcast` takes a constant lane, so
-/// the reader is written out here): lane `l` reads values `l, l + lanes, ...` of the eight, and
-/// value `j` is lane `j % lanes`'s read `j / lanes`.
-fn x_shared(lanes: u32) -> String {
+/// x_shared.wgsl, its `x8` for `key.x_lanes` lanes (`subgroupBroadcast` takes a constant
+/// lane, so the reader is written out here: lane `l` reads values `l, l + lanes, ...` of the
+/// eight, and value `j` is lane `j % lanes`'s read `j / lanes`) and with vec4 x the `xv`
+/// binding [`group_dot`] reads.
+fn x_shared(key: &KernelKey) -> String {
+    let lanes = key.x_lanes;
     let reads: String = (0..8 / lanes)
         .map(|i| format!("    let s{i} = x[o + {}u + x_lane];\n", i * lanes))
         .collect();
@@ -278,11 +280,46 @@ fn x_shared(lanes: u32) -> String {
         let v: Vec<String> = (4 * h..4 * h + 4).map(value).collect();
         format!("vec4<f32>({})", v.join(", "))
     };
+    let xv = if key.vec_x {
+        format!(
+            "@group({}) @binding({}) var<storage, read> xv: array<vec4<f32>>;\n",
+            binding::STORAGE_GROUP,
+            binding::XV
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "const XL: u32 = {lanes}u;\n{}\n// x[o .. o + 8] as two vec4.\nfn x8(o: u32) -> array<vec4<f32>, 2> {{\n{reads}    return array<vec4<f32>, 2>({}, {});\n}}\n",
+        "const XL: u32 = {lanes}u;\n{}{xv}\n// x[o .. o + 8] as two vec4.\nfn x8(o: u32) -> array<vec4<f32>, 2> {{\n{reads}    return array<vec4<f32>, 2>({}, {});\n}}\n",
         kernel_file!("x_shared"),
         half(0),
         half(1)
+    )
+}
+
+/// `group_dot` of the matvec kernels with x shared and read four values per load: parts 4g ..
+/// 4g + 4 of a block (32 values) decoded, then for each column one vec4 of x per lane (8 lanes:
+/// 32 values; 4 lanes, two) and each part's two vec4 broadcast from the lanes that read them.
+/// The same sums as `part_dot`, added in the same order.
+fn group_dot(lanes: u32) -> String {
+    let decode: String = (0..4)
+        .map(|p| format!("    let r{p} = w_dequant8(base, 4u * g + {p}u);\n"))
+        .collect();
+    let reads: String = (0..8 / lanes)
+        .map(|m| format!("        let q{m} = xv[o + {}u];\n", m * lanes))
+        .collect();
+    let x = |i: u32| format!("subgroupBroadcast(q{}, {}u)", i / lanes, i % lanes);
+    let adds: String = (0..4)
+        .map(|p| {
+            format!(
+                "        (*acc)[b] += dot(bitcast<vec4<f32>>(r{p}[0]), {}) + dot(bitcast<vec4<f32>>(r{p}[1]), {});\n",
+                x(2 * p),
+                x(2 * p + 1)
+            )
+        })
+        .collect();
+    format!(
+        "fn group_dot(acc: ptr<function, array<f32, B>>, base: u32, g: u32, at: u32, k: u32) {{\n{decode}    for (var b = 0u; b < B; b++) {{\n        let o = (at + 32u * g + b * k) / 4u + x_lane;\n{reads}{adds}    }}\n}}\n"
     )
 }
 
@@ -297,7 +334,22 @@ fn x_shared(lanes: u32) -> String {
 /// SwiftShader 1.6x slower.)
 fn block_dot(key: &KernelKey) -> String {
     let parts = (key.format.block_elems() / 8).max(4);
-    let body: String = if key.columns == 1 && key.threads == 1 {
+    let unrolled = key.columns == 1 && key.threads == 1;
+    if key.x_lanes > 1 && key.vec_x {
+        let groups = parts / 4;
+        let body: String = if unrolled {
+            (0..groups)
+                .map(|g| format!("    group_dot(acc, base, {g}u, at, k);\n"))
+                .collect()
+        } else {
+            format!("    for (var g = 0u; g < {groups}u; g++) {{\n        group_dot(acc, base, g, at, k);\n    }}\n")
+        };
+        return format!(
+            "fn block_dot(acc: ptr<function, array<f32, B>>, base: u32, at: u32, k: u32) {{\n{body}}}\n{}",
+            group_dot(key.x_lanes)
+        );
+    }
+    let body: String = if unrolled {
         (0..parts)
             .map(|p| format!("    part_dot(acc, base, {p}u, at, k);\n"))
             .collect()
@@ -317,9 +369,9 @@ mod tests {
     #[test]
     fn keys_cover_every_variant_once() {
         let all = KernelKey::all();
-        // Every thread count but 1 also has the subgroup reduction; 1 with scalar x, shared x.
+        // Every thread count but 1 also has the subgroup reduction; 1 has shared x.
         let reductions = 2 * MATVEC_THREADS.len() - 1;
-        let matvecs = reductions * 2 + X_LANES.len();
+        let matvecs = (reductions + X_LANES.len()) * 2;
         let per_format = DType::ALL.len() + 1 + 9 * matvecs + matvecs;
         assert_eq!(all.len(), crate::formats::WITH_SHADER.len() * per_format);
         let unique: std::collections::HashSet<_> = all.iter().collect();
@@ -371,12 +423,22 @@ mod tests {
 
     #[test]
     fn shared_x_is_read_once_per_lane_and_broadcast() {
-        let key = KernelKey::matvec(Format::Q4_K, 2, 1, true).with_x_lanes(4);
-        assert!(key.x_lanes == 4 && !key.vec_x && key.uses_subgroups() && !key.subgroups);
+        let key = KernelKey::matvec(Format::Q4_K, 2, 1, false).with_x_lanes(4);
+        assert!(key.x_lanes == 4 && key.uses_subgroups() && !key.subgroups);
         let s = kernel_source(&key).unwrap();
         assert!(s.contains("let s1 = x[o + 4u + x_lane];") && !s.contains("s2"));
         assert!(s.contains("subgroupBroadcast(s1, 3u))") && s.contains("x_lane = l.id % XL;"));
         assert!(s.contains("@builtin(subgroup_invocation_id)") && !s.contains("xv"));
+        assert!(s.contains("part_dot(acc, base, p + 3u, at, k)") && !s.contains("group_dot"));
+        // vec4 x: a block's parts 32 values at a time, one vec4 per lane and column (4 lanes:
+        // two), each part's halves broadcast from the lanes that read them.
+        let s =
+            kernel_source(&KernelKey::matvec(Format::Q4_K, 2, 1, true).with_x_lanes(4)).unwrap();
+        assert!(s.contains("var<storage, read> xv") && s.contains("for (var g = 0u; g < 8u; g++)"));
+        assert!(s.contains("let q1 = xv[o + 4u];") && s.contains("subgroupBroadcast(q1, 3u))"));
+        let s =
+            kernel_source(&KernelKey::matvec(Format::Q4_0, 1, 1, true).with_x_lanes(8)).unwrap();
+        assert!(s.contains("group_dot(acc, base, 0u, at, k);") && !s.contains("q1"));
         // Several invocations per row read different x: nothing to share.
         let wide = KernelKey::matvec(Format::Q4_K, 2, 8, true);
         assert_eq!(wide.with_x_lanes(8), wide);
