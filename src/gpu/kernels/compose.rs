@@ -331,7 +331,8 @@ fn group_dot(lanes: u32) -> String {
 /// 1.7x on SwiftShader). Otherwise four parts per loop step, which keeps the kernels of B
 /// columns (each part's code repeated B times) quick to compile. (Q8_K's decoder selects
 /// between its two products instead of branching: 32 copies of its branch, unrolled, made
-/// SwiftShader 1.6x slower.)
+/// SwiftShader 1.6x slower.) With shared vec4 x, the same through [`group_dot`], four parts
+/// per call.
 fn block_dot(key: &KernelKey) -> String {
     let parts = (key.format.block_elems() / 8).max(4);
     let unrolled = key.columns == 1 && key.threads == 1;
