@@ -3,8 +3,10 @@
 // constants, B (columns) and T (invocations per row: 1 on CPU adapters; on GPUs the adapter's
 // smallest subgroup where it has subgroups, else 64), the weight's decode module, rows.wgsl, the
 // x reader (x_scalar.wgsl, x_vec4.wgsl when K is a multiple of 4 and x 16-byte aligned, or
-// x_shared.wgsl: one invocation per row on a device with subgroups) and the row reduction (reduce_tree.wgsl, or reduce_subgroup.wgsl), and followed by block_dot (one
-// block's parts through part_dot: written out for B = 1, T = 1, else in a loop of four per step).
+// x_shared.wgsl: one invocation per row on a device with subgroups) and the row reduction
+// (reduce_tree.wgsl, or reduce_subgroup.wgsl), and followed by block_dot (one block's parts
+// through part_dot, or four at a time through group_dot with shared vec4 x: written out for
+// B = 1, T = 1, else in a loop per step).
 // CPU twin: ops::mul_mat / ops::mul_mat_id (f64).
 //
 // Thread mapping: a workgroup of WG = 64 invocations computes R = WG / T rows. The T invocations
