@@ -430,7 +430,7 @@ mod tests {
         assert!(s.contains("let s1 = x[o + 4u + x_lane];") && !s.contains("s2"));
         assert!(s.contains("subgroupBroadcast(s1, 3u))") && s.contains("x_lane = l.id % XL;"));
         assert!(s.contains("@builtin(subgroup_invocation_id)") && !s.contains("xv"));
-        assert!(s.contains("part_dot(acc, base, p + 3u, at, k)") && !s.contains("group_dot"));
+        assert!(s.contains("part_dot(acc, base, p + 3u, at, k)") && !s.contains("fn group_dot"));
         // vec4 x: a block's parts 32 values at a time, one vec4 per lane and column (4 lanes:
         // two), each part's halves broadcast from the lanes that read them.
         let s =
