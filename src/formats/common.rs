@@ -409,34 +409,33 @@ pub(crate) mod bf16_run {
 
     /// [`soft`] by AVX512-BF16's `vcvtneps2bf16`, 16 values per instruction: the same rounding
     /// and NaNs (sign and top bits kept, quiet bit set), except that it flushes subnormal inputs
-    /// to zero; a vector holding one is rounded by [`vector`] instead.
+    /// to zero; a vector holding one (AVX512-DQ's `vfpclassps`, one instruction) is rounded by
+    /// [`vector`] instead.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bf16")]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bf16")]
     #[inline]
     pub fn avx512bf16(y: &[f32], o: &mut [[u8; 2]]) {
         use std::arch::x86_64::*;
+        /// `vfpclassps` category: denormal.
+        const DENORMAL: i32 = 0x20;
         by_vectors(y, o, |v: [f32; 16]| {
-            let x: __m512i = bytemuck::cast(v);
-            let abs = _mm512_and_si512(x, _mm512_set1_epi32(0x7FFF_FFFF));
-            let nonzero = _mm512_test_epi32_mask(abs, abs);
-            let subnormal =
-                _mm512_mask_cmplt_epu32_mask(nonzero, abs, _mm512_set1_epi32(0x0080_0000));
-            if subnormal != 0 {
+            let x: __m512 = bytemuck::cast(v);
+            if _mm512_fpclass_ps_mask::<DENORMAL>(x) != 0 {
                 return vector(v);
             }
-            bytemuck::cast(_mm512_cvtneps_pbh(bytemuck::cast(v)))
+            bytemuck::cast(_mm512_cvtneps_pbh(x))
         })
     }
 
     /// [`soft`], at the widest the CPU has: an out-of-line call.
     #[multiversion::multiversion(targets(
-        "x86_64+avx512f+avx512bw+avx512bf16",
+        "x86_64+avx512f+avx512bw+avx512dq+avx512bf16",
         "x86_64+avx512f+avx512bw",
         "x86_64+avx2"
     ))]
     pub fn widest(y: &[f32], o: &mut [[u8; 2]]) {
         multiversion::target::match_target! {
-            "x86_64+avx512bf16" => avx512bf16(y, o),
+            "x86_64+avx512dq+avx512bf16" => avx512bf16(y, o),
             "x86_64+avx512f" => avx512(y, o),
             _ => soft(y, o),
         }
@@ -568,7 +567,7 @@ macro_rules! dequant_row {
         /// Decodes whole blocks of `src` into little-endian half-precision bits in `dst`
         /// (`dst.len() == src.len() / BYTES * ELEMS`), rounding each value as it is decoded.
         #[multiversion::multiversion(targets(
-            "x86_64+avx+avx2+avx512f+avx512bw+avx512vl+avx512bf16+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
+            "x86_64+avx+avx2+avx512f+avx512bw+avx512dq+avx512vl+avx512bf16+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
             "x86_64+avx+avx2+avx512f+avx512bw+avx512vl+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
             "x86_64+avx+avx2+bmi1+bmi2+f16c+fma+lzcnt+movbe+popcnt+sse3+sse4.1+sse4.2+ssse3",
             "x86_64+popcnt+sse3+sse4.1+sse4.2+ssse3",
@@ -599,7 +598,7 @@ macro_rules! dequant_row {
     (@to_half $run:ident, $to_half:ident) => {
         let $to_half = |y: &[f32], o: &mut [[u8; 2]]| {
             multiversion::target::match_target! {
-                "x86_64+avx512bf16" => $crate::formats::common::$run::avx512bf16(y, o),
+                "x86_64+avx512dq+avx512bf16" => $crate::formats::common::$run::avx512bf16(y, o),
                 "x86_64+avx512f" => $crate::formats::common::$run::avx512(y, o),
                 "x86_64+avx+f16c" => $crate::formats::common::$run::f16c(y, o),
                 _ => $crate::formats::common::$run::soft(y, o),
@@ -696,7 +695,10 @@ mod tests {
                 #[allow(unsafe_code)]
                 roundings.push(("avx512", |y, o| unsafe { bf16_run::avx512(y, o) }));
             }
-            if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bf16") {
+            if is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512dq")
+                && is_x86_feature_detected!("avx512bf16")
+            {
                 #[allow(unsafe_code)]
                 roundings.push(("avx512bf16", |y, o| unsafe { bf16_run::avx512bf16(y, o) }));
             }
