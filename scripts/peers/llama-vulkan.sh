@@ -7,7 +7,8 @@
 #   bash scripts/peers/llama-vulkan.sh ops [getrows|cpy|mv|mm8|mm512|all] [K N]
 #        test-backend-ops perf on the first Vulkan device: one line per case, "op type n ms GiB/s";
 #        GiB/s = (quantised weight bytes + activations + output) / time. MUL_MAT: weight [K, N]
-#        (K = the reduction), input f32 [K, n]. Default: mv 4096 4096.
+#        (K = the reduction), input f32 [K, n]. Default: mv 4096 4096. PEER_TYPES=q4_0,iq3_s,... runs only
+#        those weight types (ggml's lower-case names).
 #   bash scripts/peers/llama-vulkan.sh bench MODEL [llama-bench args]   default -p 64 -n 32 -ngl 99
 #   bash scripts/peers/llama-vulkan.sh quantize IN.gguf OUT.gguf TYPE [llama-quantize args]
 #   bash scripts/peers/llama-vulkan.sh tokenize MODEL TEXT            llama-tokenize --ids
@@ -83,13 +84,17 @@ ops() {
     # Case lines as test-backend-ops' --test-file reads them (make_test_cases_from_file):
     #   op type ne0..ne3 n_op_params [params] n_src {src_type ne0..ne3 nb0..nb3}* name   (nb 0 = contiguous)
     # ggml 0.25.3's enum values (ggml/include/ggml.h): MUL_MAT 29, CPY 34, GET_ROWS 40.
-    python3 - "$what" "$K" "$N" >"$C/cases.txt" <<'PYEOF'
-import sys
+    PEER_TYPES=${PEER_TYPES:-} python3 - "$what" "$K" "$N" >"$C/cases.txt" <<'PYEOF'
+import os, sys
 what, K, N = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 T = dict(f32=0, f16=1, q4_0=2, q4_1=3, q5_0=6, q5_1=7, q8_0=8, q2_K=10, q3_K=11, q4_K=12, q5_K=13, q6_K=14,
          iq2_xxs=16, iq2_xs=17, iq3_xxs=18, iq1_s=19, iq4_nl=20, iq3_s=21, iq2_s=22, iq4_xs=23, i32=26, iq1_m=29,
          bf16=30, tq1_0=34, tq2_0=35, mxfp4=39, nvfp4=40, q1_0=41, q2_0=42)
 quantised = [t for t in T if t not in ("f32", "i32")]
+only = [t for t in os.environ["PEER_TYPES"].split(",") if t]
+if any(t not in quantised for t in only):
+    sys.exit(f"PEER_TYPES: unknown types {[t for t in only if t not in quantised]} (expected some of {', '.join(quantised)})")
+quantised = only or quantised
 def src(t, ne): return f"{T[t]} {ne[0]} {ne[1]} {ne[2]} {ne[3]} 0 0 0 0"
 kinds = ["getrows", "cpy", "mv", "mm8", "mm512"]
 if what != "all" and what not in kinds:
