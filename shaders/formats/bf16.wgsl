@@ -1,6 +1,7 @@
 // BF16 (ggml id 30): 1 value in 2 bytes. Spec: formats.md §4.1. CPU twin: src/formats/float/bf16.rs
 // Thread mapping: 8 consecutive values per invocation, read as four u32 words; f32 bits are the
-// bf16 bits shifted up by 16 (spec §2.2), so subnormals and NaN payloads pass through unchanged.
+// bf16 bits shifted up by 16 (spec §2.2), so subnormals and NaN payloads pass through unchanged
+// (dequant8_words: also the matvec kernels' reader of aligned rows, one vec4 load per 8 values).
 
 const BLOCK_ELEMS: u32 = 1u;
 const BLOCK_BYTES: u32 = 2u;
@@ -10,7 +11,11 @@ fn bf16x2(w: u32) -> vec2<u32> {
 }
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let q = load_u32x4(base);
+    return dequant8_words(load_u32x4(base));
+}
+
+// The 8 values of four little-endian words, as f32 bits.
+fn dequant8_words(q: vec4<u32>) -> array<vec4<u32>, 2> {
     let a = bf16x2(q.x);
     let b = bf16x2(q.y);
     let c = bf16x2(q.z);

@@ -4,11 +4,13 @@
 // CPU twin: the row slicing of src/ops.rs.
 
 // The f32 values 8c .. 8c + 8 of the row at byte `row_base`. One-value formats (w_BLOCK_ELEMS = 1)
-// decode the 8 consecutive elements; the others one 8-value part of one block.
+// decode the 8 consecutive elements (one_value8, composed before this file by compose.rs: the
+// format's dequant8, or one vec4 load for F16 and BF16 rows of whole 16-byte chunks); the others
+// one 8-value part of one block.
 fn chunk8(row_base: u32, c: u32) -> array<vec4<f32>, 2> {
     var v: array<vec4<u32>, 2>;
     if (w_BLOCK_ELEMS == 1u) {
-        v = w_dequant8(row_base + 8u * c * w_BLOCK_BYTES, 0u);
+        v = one_value8(row_base + 8u * c * w_BLOCK_BYTES);
     } else {
         let parts = max(w_BLOCK_ELEMS / 8u, 1u); // (never 0: the branch above is const-folded late)
         v = w_dequant8(row_base + (c / parts) * w_BLOCK_BYTES, c % parts);

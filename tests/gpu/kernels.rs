@@ -369,6 +369,61 @@ gpu_test!(
     options_for = small_bindings
 );
 
+/// F16 and BF16 rows of whole 16-byte chunks from an aligned start are read four words per load
+/// (`KernelKey::vec_w`); the same weight two bytes past an aligned start is read a word at a
+/// time. matvec, matmul and matvec_id give the same bits both ways, within the bound.
+fn wide_weight_reads(engine: &GpuEngine) {
+    let backend = label(engine);
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    for f in [Format::F16, Format::BF16] {
+        let (k, n) = (64usize, 36usize);
+        let raw = weights(f, k * n, 11);
+        let dims = [k as u64, n as u64];
+        let aligned = ResidentTensor::upload(engine, "w", f, &dims, &raw).unwrap();
+        let mut padded = vec![0u8; 2];
+        padded.extend_from_slice(&raw);
+        padded.resize(padded.len().next_multiple_of(4), 0);
+        let skewed = ResidentTensor {
+            parts: vec![ResidentPart {
+                buffer: Arc::new(buffers::upload(engine.device(), "skewed", &padded).unwrap()),
+                range: 2..2 + raw.len() as u64,
+                elements: 0..(k * n) as u64,
+            }],
+            ..aligned.clone()
+        };
+        for batch in [1, 3] {
+            let x = inputs(batch * k, 12);
+            let want = ops::mul_mat(f, &raw, k, &x, batch).unwrap();
+            let what = format!("{backend} {f} batch {batch}");
+            let wide = engine.matvec(&aligned, &x, batch).unwrap();
+            within(&format!("{what} matvec"), &want, &wide);
+            let words = engine.matvec(&skewed, &x, batch).unwrap();
+            assert_eq!(bits(wide), bits(words), "{what} matvec");
+            let wide = engine.matmul(&aligned, &x, batch).unwrap();
+            assert_eq!(
+                bits(wide),
+                bits(engine.matmul(&skewed, &x, batch).unwrap()),
+                "{what} matmul"
+            );
+        }
+        let experts = |t: &ResidentTensor| ResidentTensor {
+            dims: vec![k as u64, 9, 4],
+            ..t.clone()
+        };
+        let (ids, x) = ([3u32, 0, 2, 1], inputs(2 * k, 13));
+        let want = ops::mul_mat_id(f, &raw, k, 9, &x, false, &ids, 2).unwrap();
+        let wide = engine
+            .matvec_id(&experts(&aligned), &x, &ids, 2, false)
+            .unwrap();
+        within(&format!("{backend} {f} matvec_id"), &want, &wide);
+        let words = engine
+            .matvec_id(&experts(&skewed), &x, &ids, 2, false)
+            .unwrap();
+        assert_eq!(bits(wide), bits(words), "{backend} {f} matvec_id");
+    }
+}
+gpu_test!(kernels_wide_weight_reads, wide_weight_reads);
+
 /// NaN and infinity in weights and inputs reach exactly the outputs they belong to, and results
 /// repeat bit for bit.
 fn special_values_and_repeatability(engine: &GpuEngine) {

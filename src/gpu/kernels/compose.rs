@@ -26,6 +26,9 @@ pub struct KernelKey {
     pub threads: u32,
     /// matvec, matvec_id: x read four values per load (K a multiple of 4, x 16-byte aligned).
     pub vec_x: bool,
+    /// matvec, matvec_id of F16 and BF16: the weight read four words (eight values) per load
+    /// (rows of whole 16-byte chunks from a 16-byte aligned start). Same values, same sums.
+    pub vec_w: bool,
     /// matvec, matvec_id: a row's invocations reduce their sums with subgroup shuffles (wgpu's
     /// `SUBGROUP` feature; `threads` at most the adapter's smallest subgroup) instead of
     /// workgroup memory. Same sums, bit for bit. Never set for one invocation per row.
@@ -48,6 +51,7 @@ impl KernelKey {
             columns: 1,
             threads: 1,
             vec_x: false,
+            vec_w: false,
             subgroups: false,
             x_lanes: 1,
             dtype: DType::F32,
@@ -98,6 +102,18 @@ impl KernelKey {
         }
     }
 
+    /// This matvec or matvec_id key with the weight read four words per load
+    /// ([`KernelKey::vec_w`]) where `on` and the format has that reader (F16, BF16; else
+    /// unchanged).
+    pub const fn with_vec_w(self, on: bool) -> KernelKey {
+        KernelKey {
+            vec_w: on
+                && matches!(self.op, Op::MatVec | Op::MatVecId)
+                && matches!(self.format, Format::F16 | Format::BF16),
+            ..self
+        }
+    }
+
     /// Whether the kernel uses subgroup operations (wgpu's `SUBGROUP` feature): the subgroup
     /// row reduction or shared reads of x.
     pub const fn uses_subgroups(&self) -> bool {
@@ -120,8 +136,8 @@ impl KernelKey {
 
     /// Every kernel the engine can compile: each op for each format with a shader, over every
     /// variant (columns 1..=8 and [`MATMUL_CPU_COLUMNS`], every entry of [`MATVEC_THREADS`],
-    /// scalar and vec4 x, both row reductions, x shared by 2, 4 and 8 lanes, the three output
-    /// dtypes).
+    /// scalar and vec4 x, F16 and BF16 weights read a word or four words per load, both row
+    /// reductions, x shared by 2, 4 and 8 lanes, the three output dtypes).
     pub fn all() -> Vec<KernelKey> {
         let columns = (1..=MATVEC_MAX_BATCH).chain([MATMUL_CPU_COLUMNS]);
         let mut out = Vec::new();
@@ -153,10 +169,14 @@ impl KernelKey {
     }
 
     /// The group-0 bindings this variant declares: its op's, less the grids for a format
-    /// without them and the vec4 view of x for scalar x.
+    /// without them and the vec4 views of x and of the weight where the variant reads a word
+    /// per load.
     pub fn bindings(&self) -> impl Iterator<Item = u32> + '_ {
-        self.op.bindings().iter().copied().filter(|&b| {
-            (b != binding::GRIDS || self.format.binds_grids()) && (b != binding::XV || self.vec_x)
+        self.op.bindings().iter().copied().filter(|&b| match b {
+            binding::GRIDS => self.format.binds_grids(),
+            binding::XV => self.vec_x,
+            binding::WV => self.vec_w,
+            _ => true,
         })
     }
 
@@ -171,14 +191,19 @@ impl KernelKey {
     }
 }
 
-/// `key` and its subgroup variants: the row reduction for several invocations per row, x
-/// shared by 2, 4 and 8 lanes for one.
+/// `key` and its variants: the weight read four words per load where the format can, and
+/// for each the subgroup ones (the row reduction for several invocations per row, x shared by
+/// 2, 4 and 8 lanes for one).
 fn push_matvec(out: &mut Vec<KernelKey>, key: KernelKey) {
-    out.push(key);
-    if key.threads > 1 {
-        out.push(key.with_subgroups(true));
-    } else {
-        out.extend(X_LANES.map(|n| key.with_x_lanes(n)));
+    let wide = key.with_vec_w(true);
+    let readers: &[KernelKey] = if wide.vec_w { &[key, wide] } else { &[key] };
+    for &key in readers {
+        out.push(key);
+        if key.threads > 1 {
+            out.push(key.with_subgroups(true));
+        } else {
+            out.extend(X_LANES.map(|n| key.with_x_lanes(n)));
+        }
     }
 }
 
@@ -260,10 +285,26 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         Op::GetRows | Op::MatMul => String::new(),
     };
     Ok(format!(
-        "{header}{grids}{module}\n{}\n{x8}\n{reduce}\n{}\n{block}",
+        "{header}{grids}{module}\n{}\n{}\n{x8}\n{reduce}\n{}\n{block}",
+        one_value8(key),
         kernel_file!("rows"),
         key.op.wgsl()
     ))
+}
+
+/// `one_value8`, the reader of rows.wgsl's `chunk8` for a one-value format: the format's
+/// `dequant8` at the chunk's byte, or with [`KernelKey::vec_w`] one vec4 load of the `wv`
+/// binding through the format's `dequant8_words` (llvmpipe and SwiftShader pay per load, and a
+/// u32 load there is a loop over the SIMD lanes).
+fn one_value8(key: &KernelKey) -> String {
+    if !key.vec_w {
+        return "fn one_value8(byte: u32) -> array<vec4<u32>, 2> {\n    return w_dequant8(byte, 0u);\n}\n".into();
+    }
+    format!(
+        "@group({}) @binding({}) var<storage, read> wv: array<vec4<u32>>;\n\n// The 8 values at byte `byte` (a multiple of 16) of the weight.\nfn one_value8(byte: u32) -> array<vec4<u32>, 2> {{\n    return w_dequant8_words(wv[byte / 16u]);\n}}\n",
+        binding::STORAGE_GROUP,
+        binding::WV
+    )
 }
 
 /// x_shared.wgsl, its `x8` for `key.x_lanes` lanes (`subgroupBroadcast` takes a constant
@@ -373,8 +414,20 @@ mod tests {
         // Every thread count but 1 also has the subgroup reduction; 1 has shared x.
         let reductions = 2 * MATVEC_THREADS.len() - 1;
         let matvecs = (reductions + X_LANES.len()) * 2;
-        let per_format = DType::ALL.len() + 1 + 9 * matvecs + matvecs;
-        assert_eq!(all.len(), crate::formats::WITH_SHADER.len() * per_format);
+        // F16 and BF16 have each matvec twice: a word, or four words of the weight per load.
+        let per_format = |f: &Format| {
+            let readers = if matches!(f, Format::F16 | Format::BF16) {
+                2
+            } else {
+                1
+            };
+            DType::ALL.len() + 1 + readers * (9 * matvecs + matvecs)
+        };
+        let want: usize = crate::formats::WITH_SHADER.iter().map(per_format).sum();
+        assert_eq!(all.len(), want);
+        assert!(all
+            .iter()
+            .any(|k| k.vec_w && k.op == Op::MatVecId && k.x_lanes == 8));
         let unique: std::collections::HashSet<_> = all.iter().collect();
         assert_eq!(unique.len(), all.len());
     }
@@ -396,6 +449,17 @@ mod tests {
             b(KernelKey::matvec_id(Format::IQ1_S, 64, false)),
             [W, X, Y, IDS, GRIDS]
         );
+        assert_eq!(
+            b(KernelKey::matvec(Format::BF16, 2, 1, true).with_vec_w(true)),
+            [W, X, Y, XV, WV]
+        );
+        // Only F16 and BF16 have the four-word reader.
+        assert!(
+            !KernelKey::matvec(Format::F32, 1, 1, true)
+                .with_vec_w(true)
+                .vec_w
+        );
+        assert!(!KernelKey::matmul(Format::F16).with_vec_w(true).vec_w);
     }
 
     #[test]
@@ -417,6 +481,13 @@ mod tests {
                 .with_subgroups(true)
                 .subgroups
         );
+        // F16 and BF16 rows of whole 16-byte chunks: one vec4 load per 8 values.
+        let key = KernelKey::matvec(Format::F16, 1, 1, true).with_vec_w(true);
+        let s = kernel_source(&key).unwrap();
+        assert!(s.contains("var<storage, read> wv: array<vec4<u32>>"));
+        assert!(s.contains("return w_dequant8_words(wv[byte / 16u]);"));
+        let s = kernel_source(&KernelKey::matvec(Format::F16, 1, 1, true)).unwrap();
+        assert!(s.contains("return w_dequant8(byte, 0u);") && !s.contains("wv"));
         let s = kernel_source(&KernelKey::get_rows(Format::IQ2_XXS, DType::BF16)).unwrap();
         assert!(s.contains("var<storage, read> grids") && s.contains("fn get_rows("));
         assert!(kernel_source(&KernelKey::matmul(Format::I8)).is_err());

@@ -3,7 +3,7 @@
 //! recorded dispatch per run.
 
 use super::params::{GetRowsParams, MatMulParams, MatVecParams};
-use super::plan::{invalid, row_runs, shape, span};
+use super::plan::{invalid, row_runs, shape, span, RowRun, Shape};
 use super::record::Bind;
 use super::{
     binding, GetRowsJob, KernelKey, MatVecIdJob, MulMatJob, Recorder, GET_ROWS_VALUES,
@@ -79,6 +79,7 @@ impl Recorder {
             plan.max_dim * plan.max_dim
         };
         let runs = row_runs(&plan, t, &s, max_rows)?;
+        let vec_w = !tiled && aligned_rows(&s, &runs);
         let rows_per_group = (WORKGROUP_SIZE / plan.threads) as u64;
         let mut c0 = 0;
         while c0 < batch {
@@ -89,6 +90,7 @@ impl Recorder {
                 KernelKey::matmul(s.format)
             } else {
                 KernelKey::matvec(s.format, cols as u32, plan.threads, vec_x)
+                    .with_vec_w(vec_w)
                     .with_subgroups(plan.subgroups)
                     .with_x_lanes(plan.x_lanes)
             };
@@ -97,7 +99,7 @@ impl Recorder {
                 let y_first = c0 * s.rows + run.first;
                 let y = span(&job.y, y_first, (cols - 1) * s.rows + run.count, align, "y")?;
                 let binds = operands(&layout, |b| match b {
-                    binding::W => Some(Bind {
+                    binding::W | binding::WV => Some(Bind {
                         buffer: run.buffer,
                         offset: run.offset,
                         size: run.size,
@@ -320,6 +322,7 @@ impl Recorder {
         let runs = row_runs(&plan, t, &s, u64::MAX)?;
         let vec_x = s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
         let key = KernelKey::matvec_id(s.format, plan.threads, vec_x)
+            .with_vec_w(aligned_rows(&s, &runs))
             .with_subgroups(plan.subgroups)
             .with_x_lanes(plan.x_lanes);
         let (pipeline, layout) = set.pipeline(&key)?;
@@ -331,7 +334,7 @@ impl Recorder {
             let y = span(&job.y, p0 * n, np * n, align, "y")?;
             for run in &runs {
                 let binds = operands(&layout, |b| match b {
-                    binding::W => Some(Bind {
+                    binding::W | binding::WV => Some(Bind {
                         buffer: run.buffer,
                         offset: run.offset,
                         size: run.size,
@@ -371,6 +374,12 @@ impl Recorder {
         }
         Ok(())
     }
+}
+
+/// Whether every row of every run starts on a 16-byte boundary of its binding and is whole
+/// 16-byte chunks: the weight can be read four words per load ([`KernelKey::vec_w`]).
+fn aligned_rows(s: &Shape, runs: &[RowRun<'_>]) -> bool {
+    s.row_bytes.is_multiple_of(16) && runs.iter().all(|r| r.skip.is_multiple_of(16))
 }
 
 /// The grids binding: the engine's tables buffer, whole.

@@ -114,6 +114,9 @@ pub mod binding {
     pub const GRIDS: u32 = 4;
     /// `xv: array<vec4<f32>>`: the x binding again, read four values per load (vec4 variants).
     pub const XV: u32 = 5;
+    /// `wv: array<vec4<u32>>`: the weight binding again, read four words per load (F16 and
+    /// BF16 rows of whole 16-byte chunks: [`super::KernelKey::vec_w`]).
+    pub const WV: u32 = 6;
 }
 
 /// How a kernel declares one of its group-0 storage bindings.
@@ -133,7 +136,7 @@ impl StorageBinding {
         let (read_write, element_bytes) = match b {
             binding::Y if matches!(op, Op::GetRows) => (true, 16),
             binding::Y => (true, 4),
-            binding::XV => (false, 16),
+            binding::XV | binding::WV => (false, 16),
             _ => (false, 4),
         };
         StorageBinding {
@@ -201,11 +204,11 @@ macro_rules! for_each_kernel {
         $m! {
             (GetRows, "get_rows", get_rows, GetRowsParams, [W, Y, IDS, GRIDS], Ids,
              "rows of the weight by id (the embedding lookup), bit-exact, as f32, f16 or bf16"),
-            (MatVec, "matvec", matvec, MatVecParams, [W, X, Y, GRIDS, XV], X,
+            (MatVec, "matvec", matvec, MatVecParams, [W, X, Y, GRIDS, XV, WV], X,
              "Y = W X for 1 to 8 columns per dispatch (token generation)"),
             (MatMul, "matmul", matmul, MatMulParams, [W, X, Y, GRIDS], X,
              "Y = W X for any number of columns, tiled (prompt batches)"),
-            (MatVecId, "matvec_id", matvec, MatVecParams, [W, X, Y, IDS, GRIDS, XV], XIds,
+            (MatVecId, "matvec_id", matvec, MatVecParams, [W, X, Y, IDS, GRIDS, XV, WV], XIds,
              "ggml's MUL_MAT_ID: per token and slot, the rows of the expert its id names"),
         }
     };
