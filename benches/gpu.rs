@@ -27,7 +27,7 @@ use gguf_dequant::{DType, Format, GgufFile};
 const N_VALUES: usize = 1 << 20;
 
 fn adapter() -> Option<BenchAdapter> {
-    match BenchAdapter::open(Backend::Auto, false, false) {
+    match BenchAdapter::open(Backend::Auto, false, false, false) {
         Ok(mut a) => a.pop(),
         Err(e) => {
             eprintln!("benches/gpu: no GPU adapter ({e}); nothing to measure");

@@ -35,14 +35,18 @@ pub struct Sums {
     pub abs: Vec<f64>,
     /// The length K of each sum.
     pub k: usize,
+    /// Per element, what a path adds to the f32 bound beyond the rounding of its sums (the
+    /// integer path's quantisation of x: [`mul_mat_int_dot`]); empty: nothing.
+    pub slack: Vec<f64>,
 }
 
 impl Sums {
     /// The bound of element i: K·2⁻²³·Σ|w·x| (the worst case of f32 summation in any order)
-    /// plus K·2⁻¹²⁵ (2K operations that may each flush a subnormal result to zero). Panics, as
-    /// indexing does, if `i` is out of range.
+    /// plus K·2⁻¹²⁵ (2K operations that may each flush a subnormal result to zero), plus the
+    /// element's [`Sums::slack`]. Panics, as indexing does, if `i` is out of range.
     pub fn bound(&self, i: usize) -> f64 {
-        self.k as f64 * (F32_EPS * self.abs[i] + 2.0 * F32_MIN_NORMAL)
+        let slack = self.slack.get(i).copied().unwrap_or(0.0);
+        self.k as f64 * (F32_EPS * self.abs[i] + 2.0 * F32_MIN_NORMAL) + slack
     }
 
     /// y rounded to f32 (what `--backend cpu` prints).
@@ -289,6 +293,112 @@ pub fn mul_mat_f64(
     Ok(y)
 }
 
+/// The reference of the integer matvec path (`EngineOptions::matvec_integer_dot`) and its
+/// accuracy contract: Y = W X as [`mul_mat`] (y against the f32 x), with the bound
+///
+/// `|got − y| ≤ K·2⁻²³·Σ_k (|w_k| + 2·M_k)(|x_k| + δ_k) + K·2⁻¹²⁵ + Σ_k |w_k|·δ_k`
+///
+/// where δ_k = amax/254·(1 + 2⁻¹²) + 2⁻¹¹⁹ is what quantising x costs a value (amax: the
+/// largest |x| of the 32 values of its block; the codes are round(x·127/amax)) and M_k bounds
+/// the offset m of the weight part holding k (values d·q + m; 0 for formats without
+/// `QPART8_MIN`): |m| of Q4_1 and Q5_1, 63·|dmin| of Q4_K and Q5_K, 15·|dmin| of Q2_K. The
+/// first term covers the f32 operations on d·q, m and x's codes (4 per part, then any order of
+/// summation), the last one x's quantisation; the integer dots are exact. A column of x with a
+/// NaN or infinity gives NaN. Errors as [`mul_mat`], and for a format without an integer path
+/// ([`crate::gpu::kernels::INT_DOT_FORMATS`]) or K not a multiple of 32.
+pub fn mul_mat_int_dot(
+    format: Format,
+    blocks: &[u8],
+    k: usize,
+    x: &[f32],
+    batch: usize,
+) -> Result<Sums> {
+    let Some(has_min) = crate::gpu::kernels::int_dot_min(format) else {
+        return Err(shape(format!("{format} has no integer matvec path")));
+    };
+    if !k.is_multiple_of(32) {
+        return Err(shape(format!(
+            "K = {k}: the integer path quantises x in blocks of 32"
+        )));
+    }
+    let base = mul_mat(format, blocks, k, x, batch)?;
+    let n = base.y.len() / batch;
+    let row_bytes = row_bytes(format, k)?;
+    let block_bytes = format.block_bytes();
+    let per_block = format.block_elems();
+    // δ per value of x, NaN for a column with a NaN or infinity.
+    let delta: Vec<f64> = x
+        .chunks(32)
+        .flat_map(|b| {
+            let amax = b.iter().fold(0f64, |a, &v| a.max(f64::from(v).abs()));
+            let d = if b.iter().all(|v| v.is_finite()) {
+                amax / 254.0 * (1.0 + 2f64.powi(-12)) + 2f64.powi(-119)
+            } else {
+                f64::NAN
+            };
+            [d; 32]
+        })
+        .collect();
+    let len = mul(batch, n, "the output size")?;
+    let mut abs = alloc::<f64>(len, "mul_mat_int_dot bounds")?;
+    let mut slack = alloc::<f64>(len, "mul_mat_int_dot bounds")?;
+    abs.resize(len, 0.0);
+    slack.resize(len, 0.0);
+    // [N, batch] while computing, as mul_mat_f64.
+    let mut t = alloc::<(f64, f64)>(len, "mul_mat_int_dot bounds")?;
+    t.resize(len, (0.0, 0.0));
+    t.par_chunks_mut(batch).enumerate().try_for_each_init(
+        || vec![0.0f32; k],
+        |w, (r, out)| -> Result<()> {
+            let row = &blocks[r * row_bytes..(r + 1) * row_bytes];
+            crate::cpu::dequant_into(format, row, w)?;
+            for (b, o) in out.iter_mut().enumerate() {
+                let (xs, ds) = (&x[b * k..(b + 1) * k], &delta[b * k..(b + 1) * k]);
+                let (mut a, mut q) = (0f64, 0f64);
+                for (i, ((&w, &x), &d)) in w.iter().zip(xs).zip(ds).enumerate() {
+                    let m = if has_min {
+                        min_bound(format, &row[(i / per_block) * block_bytes..])
+                    } else {
+                        0.0
+                    };
+                    let w = f64::from(w).abs();
+                    a += (w + 2.0 * m) * (f64::from(x).abs() + d);
+                    q += w * d;
+                }
+                *o = (a, q);
+            }
+            Ok(())
+        },
+    )?;
+    for b in 0..batch {
+        for r in 0..n {
+            let (a, q) = t[r * batch + b];
+            abs[b * n + r] = a;
+            slack[b * n + r] = q;
+        }
+    }
+    let mut y = base.y;
+    for (y, q) in y.iter_mut().zip(&slack) {
+        if q.is_nan() {
+            *y = f64::NAN;
+        }
+    }
+    Ok(Sums { y, abs, k, slack })
+}
+
+/// A bound of |m| for the parts of the block at the start of `block`, for a format with
+/// `QPART8_MIN` (0 for any other).
+fn min_bound(format: Format, block: &[u8]) -> f64 {
+    let f16_at =
+        |at: usize| f64::from(half::f16::from_le_bytes([block[at], block[at + 1]]).to_f32()).abs();
+    match format {
+        Format::Q4_1 | Format::Q5_1 => f16_at(2),
+        Format::Q4_K | Format::Q5_K => 63.0 * f16_at(2),
+        Format::Q2_K => 15.0 * f16_at(82),
+        _ => 0.0,
+    }
+}
+
 /// ggml's MUL_MAT_ID for a [K, N, E] weight (E experts of N rows each): for token t and slot s,
 /// `y[(t*slots + s)*N + n] = Σ_k W[ids[t*slots+s], n, k] · x[row]`, where `row = t*slots + s` when
 /// `x_per_slot`, else t (one input row per token broadcast to its slots). ids: [tokens, slots].
@@ -397,7 +507,12 @@ fn run(
         y.extend((0..n).map(|r| ty[r * p + out]));
         abs.extend((0..n).map(|r| ta[r * p + out]));
     }
-    Ok(Sums { y, abs, k })
+    Ok(Sums {
+        y,
+        abs,
+        k,
+        slack: Vec::new(),
+    })
 }
 
 /// Σ w·x and Σ |w·x| in f64, in order.
@@ -493,6 +608,7 @@ mod tests {
             y: vec![y],
             abs: vec![abs],
             k,
+            slack: Vec::new(),
         }
     }
 
@@ -569,6 +685,7 @@ mod tests {
             y: vec![1.0 / 3.0, -2e-40, 1e39, f64::NAN, f64::NEG_INFINITY, 0.0],
             abs: vec![1.0, 2e-40, 1e39, f64::NAN, f64::INFINITY, 0.0],
             k: 1,
+            slack: Vec::new(),
         };
         assert_eq!(s.max_fraction(&s.to_f32()).unwrap(), 0.0);
     }
@@ -579,6 +696,7 @@ mod tests {
             y: vec![3.0, 3.0],
             abs: vec![8.0, 16.0],
             k: 1 << 20,
+            slack: Vec::new(),
         };
         assert_eq!(s.max_fraction(&[3.5, 4.0]).unwrap(), 0.5);
         assert_eq!(s.max_fraction(&[4.0, 3.0]).unwrap(), 1.0);
@@ -589,6 +707,7 @@ mod tests {
             y: vec![],
             abs: vec![],
             k: 1,
+            slack: Vec::new(),
         };
         assert_eq!(empty.max_fraction(&[]).unwrap(), 0.0);
     }

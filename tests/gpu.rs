@@ -45,6 +45,8 @@ mod gpu_pipelines_noop;
 mod gpu_throughput;
 #[path = "gpu/gpu_vs_cpu.rs"]
 mod gpu_vs_cpu;
+#[path = "gpu/int_dot.rs"]
+mod int_dot;
 #[path = "gpu/kernels.rs"]
 mod kernels;
 #[path = "gpu/multi.rs"]

@@ -15,3 +15,15 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let hi = table4(KVALUES_IQ4NL, bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu));
     return bits8(d * vec4<f32>(lo), d * vec4<f32>(hi));
 }
+
+// The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
+// d * q (m = 0); the same fields as dequant8.
+const QPART8_MIN: bool = false;
+
+fn qpart8(base: u32, part: u32) -> vec4<u32> {
+    let at = base + IQ4_NL_QS + 8u * (part & 1u);
+    let sh = 4u * (part >> 1u);
+    let lo = pack_i8(table4(KVALUES_IQ4NL, bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu)));
+    let hi = pack_i8(table4(KVALUES_IQ4NL, bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu)));
+    return qpart(lo, hi, f16_le(base + IQ4_NL_D), 0.0);
+}

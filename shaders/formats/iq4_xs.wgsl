@@ -26,3 +26,20 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let hi = table4(KVALUES_IQ4NL, bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu));
     return bits8(dl * vec4<f32>(lo), dl * vec4<f32>(hi));
 }
+
+// The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
+// d * q (m = 0); the same fields as dequant8.
+const QPART8_MIN: bool = false;
+
+fn qpart8(base: u32, part: u32) -> vec4<u32> {
+    let ib = part >> 2u;
+    let q = part & 3u;
+    let lo4 = (load_u8(base + IQ4_XS_SCALES_L + (ib >> 1u)) >> (4u * (ib & 1u))) & 0xFu;
+    let ls = lo4 | (((load_u16(base + IQ4_XS_SCALES_H) >> (2u * ib)) & 3u) << 4u);
+    let dl = f16_le(base + IQ4_XS_D) * f32(i32(ls) - 32);
+    let at = base + IQ4_XS_QS + 16u * ib + 8u * (q & 1u);
+    let sh = 4u * (q >> 1u);
+    let lo = pack_i8(table4(KVALUES_IQ4NL, bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu)));
+    let hi = pack_i8(table4(KVALUES_IQ4NL, bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu)));
+    return qpart(lo, hi, dl, 0.0);
+}

@@ -15,3 +15,14 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let one = vec4<u32>(1u);
     return bits8(select(neg, pos, bits4(b, 0u) == one), select(neg, pos, bits4(b, 4u) == one));
 }
+
+// The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
+// d * q (m = 0); the same fields as dequant8.
+const QPART8_MIN: bool = false;
+
+fn qpart8(base: u32, part: u32) -> vec4<u32> {
+    let b = load_u8(base + Q1_0_QS + part);
+    // 2 * bit - 1 per byte.
+    let c = 0x01010101u;
+    return qpart(sub_bytes(spread4(b) << 1u, c), sub_bytes(spread4(b >> 4u) << 1u, c), f16_le(base + Q1_0_D), 0.0);
+}

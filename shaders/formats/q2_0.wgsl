@@ -15,3 +15,15 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let one = vec4<i32>(1);
     return bits8(vec4<f32>(vec4<i32>(lo) - one) * d, vec4<f32>(vec4<i32>(hi) - one) * d);
 }
+
+// The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
+// d * q (m = 0); the same fields as dequant8.
+const QPART8_MIN: bool = false;
+
+fn qpart8(base: u32, part: u32) -> vec4<u32> {
+    let w = load_u16(base + Q2_0_QS + 2u * part);
+    let lo = (vec4<u32>(w) >> vec4<u32>(0u, 2u, 4u, 6u)) & vec4<u32>(3u);
+    let hi = (vec4<u32>(w) >> vec4<u32>(8u, 10u, 12u, 14u)) & vec4<u32>(3u);
+    let one = vec4<i32>(1);
+    return qpart(pack_i8(vec4<i32>(lo) - one), pack_i8(vec4<i32>(hi) - one), f16_le(base + Q2_0_D), 0.0);
+}

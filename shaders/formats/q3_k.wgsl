@@ -38,3 +38,22 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let four = vec4<i32>(4);
     return bits8(dl * vec4<f32>(vec4<i32>(lo) - four), dl * vec4<f32>(vec4<i32>(hi) - four));
 }
+
+// The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
+// d * q (m = 0); the same fields as dequant8.
+const QPART8_MIN: bool = false;
+
+fn qpart8(base: u32, part: u32) -> vec4<u32> {
+    let dl = f16_le(base + Q3_K_D) * f32(q3_k_scale(base + Q3_K_SCALES, part >> 1u));
+    let h = part >> 4u;
+    let g = (part >> 2u) & 3u;
+    let l = 8u * (part & 3u);
+    let at = base + Q3_K_QS + 32u * h + l;
+    let hm = base + Q3_K_HMASK + l;
+    let sh = 2u * g;
+    let hs = 4u * h + g;
+    let lo = ((load_u32(at) >> sh) & 0x03030303u) | (((load_u32(hm) >> hs) & 0x01010101u) << 2u);
+    let hi = ((load_u32(at + 4u) >> sh) & 0x03030303u) | (((load_u32(hm + 4u) >> hs) & 0x01010101u) << 2u);
+    let c = 0x04040404u;
+    return qpart(sub_bytes(lo, c), sub_bytes(hi, c), dl, 0.0);
+}

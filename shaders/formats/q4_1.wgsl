@@ -18,3 +18,13 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let hi = bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu);
     return bits8(vec4<f32>(lo) * d + m, vec4<f32>(hi) * d + m);
 }
+
+// The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, m, its values
+// d * q + m (the min as m); the same fields as dequant8.
+const QPART8_MIN: bool = true;
+
+fn qpart8(base: u32, part: u32) -> vec4<u32> {
+    let at = base + Q4_1_QS + 8u * (part & 1u);
+    let sh = 4u * (part >> 1u);
+    return qpart((load_u32(at) >> sh) & 0x0F0F0F0Fu, (load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu, f16_le(base + Q4_1_D), f16_le(base + Q4_1_M));
+}

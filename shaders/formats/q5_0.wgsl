@@ -20,3 +20,17 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let c = vec4<i32>(16);
     return bits8(vec4<f32>(vec4<i32>(lo) - c) * d, vec4<f32>(vec4<i32>(hi) - c) * d);
 }
+
+// The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
+// d * q (m = 0); the same fields as dequant8.
+const QPART8_MIN: bool = false;
+
+fn qpart8(base: u32, part: u32) -> vec4<u32> {
+    let hb = (load_u32(base + Q5_0_QH) >> (8u * part)) & 0xFFu;
+    let at = base + Q5_0_QS + 8u * (part & 1u);
+    let sh = 4u * (part >> 1u);
+    let lo = ((load_u32(at) >> sh) & 0x0F0F0F0Fu) | (spread4(hb) << 4u);
+    let hi = ((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu) | (spread4(hb >> 4u) << 4u);
+    let c = 0x10101010u;
+    return qpart(sub_bytes(lo, c), sub_bytes(hi, c), f16_le(base + Q5_0_D), 0.0);
+}

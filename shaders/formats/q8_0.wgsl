@@ -12,3 +12,12 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let at = base + Q8_0_QS + 8u * part;
     return bits8(vec4<f32>(sbytes4(load_u32(at))) * d, vec4<f32>(sbytes4(load_u32(at + 4u))) * d);
 }
+
+// The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
+// d * q (m = 0); the same fields as dequant8.
+const QPART8_MIN: bool = false;
+
+fn qpart8(base: u32, part: u32) -> vec4<u32> {
+    let at = base + Q8_0_QS + 8u * part;
+    return qpart(load_u32(at), load_u32(at + 4u), f16_le(base + Q8_0_D), 0.0);
+}

@@ -18,3 +18,14 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let hi = vec4<i32>(bytes4((load_u32(at + 4u) >> sh) & 0x03030303u)) - one;
     return bits8(vec4<f32>(lo) * d, vec4<f32>(hi) * d);
 }
+
+// The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
+// d * q (m = 0); the same fields as dequant8.
+const QPART8_MIN: bool = false;
+
+fn qpart8(base: u32, part: u32) -> vec4<u32> {
+    let at = base + TQ2_0_QS + 32u * (part >> 4u) + 8u * (part & 3u);
+    let sh = 2u * ((part >> 2u) & 3u);
+    let c = 0x01010101u;
+    return qpart(sub_bytes((load_u32(at) >> sh) & 0x03030303u, c), sub_bytes((load_u32(at + 4u) >> sh) & 0x03030303u, c), f16_le(base + TQ2_0_D), 0.0);
+}

@@ -126,6 +126,7 @@ impl BenchAdapter {
                 .to_string(),
             timing: self.timer.timing(),
             rotation_target: self.rotation_target(config),
+            integer_dot: self.engine.matvec_integer_dot(),
         }
     }
 }
@@ -144,6 +145,8 @@ pub struct AdapterReport {
     pub timing: Timing,
     /// Traffic each timed run aimed to rotate through ([`super::rotation::Rotation::target_bytes`]).
     pub rotation_target: u64,
+    /// Whether its matvec rows ran on the integer path ([`crate::gpu::EngineOptions::matvec_integer_dot`]).
+    pub integer_dot: bool,
 }
 
 /// One (adapter, format, dtype) row.

@@ -23,9 +23,15 @@ pub struct BenchAdapter {
 
 impl BenchAdapter {
     /// Opens every compute adapter of `backend` (`all`), or the best one; `wall` times with the
-    /// wall clock even where the adapter has timestamp queries. The shader copy is compiled and
-    /// its output checked word for word on each ([`ShaderCopy::check`]).
-    pub fn open(backend: Backend, all: bool, wall: bool) -> Result<Vec<BenchAdapter>> {
+    /// wall clock even where the adapter has timestamp queries; `integer_dot` puts matvec on the
+    /// integer path ([`EngineOptions::matvec_integer_dot`]). The shader copy is compiled and its
+    /// output checked word for word on each ([`ShaderCopy::check`]).
+    pub fn open(
+        backend: Backend,
+        all: bool,
+        wall: bool,
+        integer_dot: bool,
+    ) -> Result<Vec<BenchAdapter>> {
         let mut adapters = compute_adapters(backend)?;
         if !all {
             adapters.truncate(1);
@@ -33,7 +39,11 @@ impl BenchAdapter {
         adapters
             .iter()
             .map(|a| {
-                let engine = GpuEngine::from_adapter(a, EngineOptions::default())?;
+                let options = EngineOptions {
+                    matvec_integer_dot: integer_dot,
+                    ..EngineOptions::default()
+                };
+                let engine = GpuEngine::from_adapter(a, options)?;
                 let timer = if wall {
                     GpuTimer::wall()
                 } else {

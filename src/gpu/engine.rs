@@ -37,6 +37,14 @@ pub struct EngineOptions {
     /// invocation per row lanes share their reads of x ([`GpuEngine::matvec_x_lanes`]).
     /// `false`: workgroup memory, and every invocation reads x itself. Tests set it to compare.
     pub matvec_subgroups: bool,
+    /// The integer path of matvec (default `false`): for the formats of
+    /// [`kernels::INT_DOT_FORMATS`] with K a multiple of 32, x is quantised once per call to int8
+    /// codes with a scale per 32 values (as ggml's Q8_1) and each weight part's codes are dotted
+    /// with them through `dot4I8Packed`, as llama.cpp's `mmvq`. The sums then hold to the bound
+    /// of [`crate::ops::mul_mat_int_dot`], not the f32 one; [`GpuEngine::matvec_integer_dot`].
+    /// Applies to `matvec` and to `matmul` on CPU adapters (its matvecs); the other kernels and
+    /// formats keep the f32 path.
+    pub matvec_integer_dot: bool,
 }
 
 impl Default for EngineOptions {
@@ -49,6 +57,7 @@ impl Default for EngineOptions {
             install_handlers: false,
             matvec_threads_per_row: None,
             matvec_subgroups: true,
+            matvec_integer_dot: false,
         }
     }
 }
@@ -230,6 +239,7 @@ impl GpuEngine {
             threads,
             subgroups,
             x_lanes,
+            int_dot: options.matvec_integer_dot,
         };
         let kernels = Arc::new(kernels::KernelSet::new(
             device.clone(),

@@ -1,5 +1,5 @@
 //! Compile-time assembly of the WGSL shaders (design §2): every shader is a `&'static str` built
-//! with `concat!(include_str!(..))` from the shared helpers in `shaders/lib/` (`bytes`, `float`,
+//! with `concat!(include_str!(..))` from the shared helpers in `shaders/lib/` (`bytes`, `int8`, `float`,
 //! then any family helpers the format names with `libs [..]`, e.g. `kquant`), the lookup tables a
 //! format names in `shaders/tables/`, the format's own `shaders/formats/<stem>.wgsl`, one output
 //! packer (`out_f32`, or `out_f16` / `out_bf16` with the shared `store_pairs`) and the shared entry
@@ -46,6 +46,8 @@ macro_rules! compose {
         concat!(
             "// ---- shaders/lib/bytes.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/bytes.wgsl")),
+            "// ---- shaders/lib/int8.wgsl ----\n",
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/int8.wgsl")),
             "// ---- shaders/lib/float.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/float.wgsl")),
             $(
@@ -77,6 +79,8 @@ macro_rules! decoder {
         Some(concat!(
             "// ---- shaders/lib/bytes.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/bytes.wgsl")),
+            "// ---- shaders/lib/int8.wgsl ----\n",
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/int8.wgsl")),
             "// ---- shaders/lib/float.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/float.wgsl")),
             $($($(

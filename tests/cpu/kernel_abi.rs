@@ -6,12 +6,12 @@
 //! No GPU and no wgpu needed.
 
 use gguf_dequant::gpu::kernels::{
-    binding, kernel_source, KernelKey, Op, GET_ROWS_VALUES, MATMUL_TILE, MATVEC_THREADS,
-    WORKGROUP_SIZE,
+    binding, kernel_source, KernelKey, Op, GET_ROWS_VALUES, INT_DOT_FORMATS, MATMUL_TILE,
+    MATVEC_THREADS, WORKGROUP_SIZE,
 };
 use gguf_dequant::{formats, DType};
 
-use crate::support::shader::validate;
+use crate::support::shader::{translate_with, validate};
 
 /// A representative set of keys: every op on every format with a shader, and for the matvec
 /// kernels every columns × threads × x reader on two formats (with and without grids).
@@ -22,6 +22,15 @@ fn keys() -> Vec<KernelKey> {
         out.push(KernelKey::matmul(f));
         out.push(KernelKey::matvec(f, 1, 1, true));
         out.push(KernelKey::matvec_id(f, 64, false));
+    }
+    for &(f, _) in INT_DOT_FORMATS {
+        out.push(KernelKey::matvec(f, 1, 1, false).with_int_dot(true));
+    }
+    for c in [1, 2, 5, 8, 16] {
+        for &t in &MATVEC_THREADS {
+            let key = KernelKey::matvec(gguf_dequant::Format::Q4_K, c, t, false).with_int_dot(true);
+            out.push(key);
+        }
     }
     for f in [gguf_dequant::Format::Q4_K, gguf_dequant::Format::IQ3_S] {
         for c in [1, 2, 5, 8, 16] {
@@ -238,4 +247,58 @@ fn the_abi_check_finds_each_kind_of_slip() {
         let found = check_source(&key, &src.replace(from, to));
         assert!(found.iter().any(|m| m.contains(expect)), "{to}: {found:?}");
     }
+}
+
+/// The integer path's quantiser: it validates and translates to every target, its `Params` are
+/// `QuantizeParams`, member for member; it reads x at binding X and writes the codes at binding
+/// Y, 64 invocations per workgroup.
+#[test]
+fn quantizer_abi_matches_the_rust_side() {
+    use gguf_dequant::gpu::kernels::params::{KernelParams, QuantizeParams};
+    let src = gguf_dequant::gpu::kernels::quantize_source();
+    let (module, info) = validate("quantize_q8", &src).unwrap_or_else(|e| panic!("{e}"));
+    let failures = translate_with("quantize_q8", &module, &info, "quantize_q8", false);
+    assert!(failures.is_empty(), "{failures:?}");
+    let mut params = None;
+    let mut storage = Vec::new();
+    for (_, var) in module.global_variables.iter() {
+        let b = var.binding.as_ref().expect("bound");
+        match var.space {
+            naga::AddressSpace::Uniform => params = Some((b.group, b.binding, var.ty)),
+            naga::AddressSpace::Storage { access } => storage.push((
+                b.group,
+                b.binding,
+                access.contains(naga::StorageAccess::STORE),
+            )),
+            _ => {}
+        }
+    }
+    storage.sort();
+    assert_eq!(
+        storage,
+        [
+            (binding::STORAGE_GROUP, binding::X, false),
+            (binding::STORAGE_GROUP, binding::Y, true)
+        ]
+    );
+    let (group, b, ty) = params.expect("a uniform");
+    assert_eq!((group, b), (binding::PARAMS_GROUP, binding::PARAMS));
+    let naga::TypeInner::Struct { members, span } = &module.types[ty].inner else {
+        panic!("params is not a struct");
+    };
+    let got: Vec<(String, usize)> = members
+        .iter()
+        .map(|m| (m.name.clone().unwrap_or_default(), m.offset as usize))
+        .collect();
+    let want: Vec<(String, usize)> = QuantizeParams::FIELDS
+        .iter()
+        .map(|&(n, o)| (n.to_string(), o))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(*span as usize, std::mem::size_of::<QuantizeParams>());
+    let ep = &module.entry_points[0];
+    assert_eq!(
+        (ep.name.as_str(), ep.workgroup_size),
+        ("quantize_q8", [WORKGROUP_SIZE, 1, 1])
+    );
 }

@@ -320,7 +320,7 @@ pub struct BenchArgs {
     /// (and `--svg` chart) without running anything.
     #[arg(long, value_name = "REPORT.json", num_args = 1.., conflicts_with_all = [
         "model", "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
-        "budget", "kernels", "shapes", "batch", "matmul_batch", "rows",
+        "budget", "kernels", "shapes", "batch", "matmul_batch", "rows", "integer_dot",
     ])]
     pub compare: Vec<PathBuf>,
     /// Formats (ggml names, comma-separated), or `all` = every format with a GPU shader. A named
@@ -381,6 +381,10 @@ pub struct BenchArgs {
     /// Time with the wall clock around submit-and-wait even where timestamp queries exist.
     #[arg(long)]
     pub wall: bool,
+    /// Run the matvec rows (and matmul on CPU adapters) on the integer path (x as int8 codes,
+    /// `dot4I8Packed`) for the formats that have one; its sums hold to a looser bound.
+    #[arg(long)]
+    pub integer_dot: bool,
     /// Write the JSON report to PATH (`-`: stdout, instead of the table; no progress bar).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,

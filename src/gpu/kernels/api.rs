@@ -164,6 +164,12 @@ impl GpuEngine {
         self.kernels.plan.x_lanes
     }
 
+    /// Whether matvec takes the integer path where the format has one
+    /// ([`crate::gpu::EngineOptions::matvec_integer_dot`]).
+    pub fn matvec_integer_dot(&self) -> bool {
+        self.kernels.plan.int_dot
+    }
+
     /// Weight rows and X columns one pass of [`GpuEngine::record_matmul`] covers: the tiled
     /// kernel's 32 × 32 output tile, or on CPU adapters (one invocation per row) 64 rows of a
     /// workgroup by [`MATMUL_CPU_COLUMNS`]. The weight is read `ceil(batch / columns)` times and

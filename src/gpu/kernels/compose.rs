@@ -39,6 +39,11 @@ pub struct KernelKey {
     /// values at a time) and `subgroupBroadcast` hands them to all (every row reads the same
     /// x). Same values, same sums.
     pub x_lanes: u32,
+    /// matvec of a format in [`INT_DOT_FORMATS`]: the integer path (`matvec_q8.wgsl`: x
+    /// quantised to int8 codes beforehand, products through `dot4I8Packed`); x is then the codes
+    /// and scales, not f32 values, so `vec_x`, `vec_w` and `x_lanes` are off. Other sums: see
+    /// [`crate::ops::mul_mat_int_dot`].
+    pub int_dot: bool,
     /// get_rows: the output dtype.
     pub dtype: DType,
 }
@@ -54,6 +59,7 @@ impl KernelKey {
             vec_w: false,
             subgroups: false,
             x_lanes: 1,
+            int_dot: false,
             dtype: DType::F32,
         }
     }
@@ -114,6 +120,22 @@ impl KernelKey {
         }
     }
 
+    /// This matvec key on the integer path ([`KernelKey::int_dot`]) where `on` and the format
+    /// has one (else unchanged): x read a value at a time and by every lane itself.
+    pub const fn with_int_dot(self, on: bool) -> KernelKey {
+        if on && matches!(self.op, Op::MatVec) && int_dot_min(self.format).is_some() {
+            KernelKey {
+                int_dot: true,
+                vec_x: false,
+                vec_w: false,
+                x_lanes: 1,
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+
     /// Whether the kernel uses subgroup operations (wgpu's `SUBGROUP` feature): the subgroup
     /// row reduction or shared reads of x.
     pub const fn uses_subgroups(&self) -> bool {
@@ -137,7 +159,8 @@ impl KernelKey {
     /// Every kernel the engine can compile: each op for each format with a shader, over every
     /// variant (columns 1..=8 and [`MATMUL_CPU_COLUMNS`], every entry of [`MATVEC_THREADS`],
     /// scalar and vec4 x, F16 and BF16 weights read a word or four words per load, both row
-    /// reductions, x shared by 2, 4 and 8 lanes, the three output dtypes).
+    /// reductions, x shared by 2, 4 and 8 lanes, the integer path of the formats that have one,
+    /// the three output dtypes).
     pub fn all() -> Vec<KernelKey> {
         let columns = (1..=MATVEC_MAX_BATCH).chain([MATMUL_CPU_COLUMNS]);
         let mut out = Vec::new();
@@ -151,6 +174,13 @@ impl KernelKey {
                             for t in MATVEC_THREADS {
                                 for v in [false, true] {
                                     push_matvec(&mut out, KernelKey::matvec(format, c, t, v));
+                                }
+                                let int = KernelKey::matvec(format, c, t, false).with_int_dot(true);
+                                if int.int_dot {
+                                    out.push(int);
+                                    if t > 1 {
+                                        out.push(int.with_subgroups(true));
+                                    }
                                 }
                             }
                         }
@@ -280,6 +310,12 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         (Op::MatVec | Op::MatVecId, false) => kernel_file!("reduce_tree"),
         _ => "",
     };
+    if key.int_dot {
+        return Ok(format!(
+            "{header}{grids}{module}\n{reduce}\n{}",
+            kernel_file!("matvec_q8")
+        ));
+    }
     let block = match key.op {
         Op::MatVec | Op::MatVecId => block_dot(key),
         Op::GetRows | Op::MatMul => String::new(),
@@ -290,6 +326,46 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         kernel_file!("rows"),
         key.op.wgsl()
     ))
+}
+
+/// The formats with an integer matvec path (a `qpart8` beside `dequant8` in their shader), each
+/// with whether its parts have an offset (`QPART8_MIN`: values `d·q + m`, else `d·q`).
+pub const INT_DOT_FORMATS: &[(Format, bool)] = &[
+    (Format::Q4_0, false),
+    (Format::Q4_1, true),
+    (Format::Q5_0, false),
+    (Format::Q5_1, true),
+    (Format::Q8_0, false),
+    (Format::Q2_K, true),
+    (Format::Q3_K, false),
+    (Format::Q4_K, true),
+    (Format::Q5_K, true),
+    (Format::Q6_K, false),
+    (Format::IQ4_NL, false),
+    (Format::IQ4_XS, false),
+    (Format::TQ1_0, false),
+    (Format::TQ2_0, false),
+    (Format::Q1_0, false),
+    (Format::Q2_0, false),
+];
+
+/// For a format with an integer matvec path, whether its parts have an offset; else `None`.
+pub const fn int_dot_min(format: Format) -> Option<bool> {
+    let mut i = 0;
+    while i < INT_DOT_FORMATS.len() {
+        if INT_DOT_FORMATS[i].0 as u32 == format as u32 {
+            return Some(INT_DOT_FORMATS[i].1);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The WGSL of the integer path's x quantiser (`quantize_q8.wgsl`, entry `quantize_q8`, with
+/// the packing helpers of `shaders/lib/int8.wgsl`): x binding [`binding::X`], the codes and
+/// scales binding [`binding::Y`], [`super::params::QuantizeParams`] in group 1.
+pub fn quantize_source() -> String {
+    format!("{}\n{}", lib_file!("int8"), kernel_file!("quantize_q8"))
 }
 
 /// `one_value8`, the reader of rows.wgsl's `chunk8` for a one-value format: the format's
@@ -423,13 +499,53 @@ mod tests {
             };
             DType::ALL.len() + 1 + readers * (9 * matvecs + matvecs)
         };
-        let want: usize = crate::formats::WITH_SHADER.iter().map(per_format).sum();
+        // The integer path: every columns × threads, and the subgroup reduction for threads > 1.
+        let int = 9 * reductions;
+        let want: usize = crate::formats::WITH_SHADER
+            .iter()
+            .map(per_format)
+            .sum::<usize>()
+            + INT_DOT_FORMATS.len() * int;
         assert_eq!(all.len(), want);
         assert!(all
             .iter()
             .any(|k| k.vec_w && k.op == Op::MatVecId && k.x_lanes == 8));
         let unique: std::collections::HashSet<_> = all.iter().collect();
         assert_eq!(unique.len(), all.len());
+    }
+
+    #[test]
+    fn int_dot_formats_are_those_with_qpart8() {
+        for &f in crate::formats::WITH_SHADER {
+            let src = crate::gpu::shaders::wgsl_decode_source(f).unwrap();
+            let min = if src.contains("const QPART8_MIN: bool = true;") {
+                Some(true)
+            } else if src.contains("const QPART8_MIN: bool = false;") {
+                Some(false)
+            } else {
+                None
+            };
+            assert_eq!(min.is_some(), src.contains("fn qpart8("), "{f}");
+            assert_eq!(int_dot_min(f), min, "{f}");
+        }
+        let key = KernelKey::matvec(Format::Q4_K, 2, 8, true).with_int_dot(true);
+        assert!(key.int_dot && !key.vec_x);
+        assert_eq!(
+            key.bindings().collect::<Vec<_>>(),
+            [binding::W, binding::X, binding::Y]
+        );
+        let s = kernel_source(&key).unwrap();
+        assert!(s.contains("dot4I8Packed(q.x, x0)") && s.contains("fn w_qpart8("));
+        assert!(
+            !KernelKey::matvec(Format::IQ2_XXS, 1, 1, false)
+                .with_int_dot(true)
+                .int_dot
+        );
+        assert!(
+            !KernelKey::matvec_id(Format::Q4_K, 1, false)
+                .with_int_dot(true)
+                .int_dot
+        );
     }
 
     #[test]

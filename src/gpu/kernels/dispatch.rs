@@ -2,11 +2,11 @@
 //! weight's runs of whole rows per binding, the operands' spans, column groups, grids), then one
 //! recorded dispatch per run.
 
-use super::params::{GetRowsParams, MatMulParams, MatVecParams};
-use super::plan::{invalid, row_runs, shape, span, RowRun, Shape};
+use super::params::{GetRowsParams, MatMulParams, MatVecParams, QuantizeParams};
+use super::plan::{invalid, row_runs, shape, span, RowRun, Shape, Span};
 use super::record::Bind;
 use super::{
-    binding, GetRowsJob, KernelKey, MatVecIdJob, MulMatJob, Recorder, GET_ROWS_VALUES,
+    binding, int_dot_min, GetRowsJob, KernelKey, MatVecIdJob, MulMatJob, Recorder, GET_ROWS_VALUES,
     MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH, WORKGROUP_SIZE,
 };
 use crate::gpu::kernels::layout::Layout;
@@ -80,6 +80,12 @@ impl Recorder {
         };
         let runs = row_runs(&plan, t, &s, max_rows)?;
         let vec_w = !tiled && aligned_rows(&s, &runs);
+        // The integer path: x's codes and scales in the recorder's scratch buffer.
+        let int_dot = !tiled
+            && plan.int_dot
+            && int_dot_min(s.format).is_some()
+            && s.k.is_multiple_of(32)
+            && s.k * 9 / 8 <= room;
         let rows_per_group = (WORKGROUP_SIZE / plan.threads) as u64;
         let mut c0 = 0;
         while c0 < batch {
@@ -93,8 +99,17 @@ impl Recorder {
                     .with_vec_w(vec_w)
                     .with_subgroups(plan.subgroups)
                     .with_x_lanes(plan.x_lanes)
+                    .with_int_dot(int_dot)
             };
             let (pipeline, layout) = set.pipeline(&key)?;
+            let codes = if key.int_dot {
+                let bytes = (cols * s.k / 32) * 36;
+                let scratch = self.scratch(bytes)?;
+                self.quantize(pass, job.x.buffer, x, &scratch, cols * s.k)?;
+                Some((scratch, bytes))
+            } else {
+                None
+            };
             for run in &runs {
                 let y_first = c0 * s.rows + run.first;
                 let y = span(&job.y, y_first, (cols - 1) * s.rows + run.count, align, "y")?;
@@ -104,7 +119,14 @@ impl Recorder {
                         offset: run.offset,
                         size: run.size,
                     }),
-                    binding::X | binding::XV => Some(Bind::span(job.x.buffer, x)),
+                    binding::X | binding::XV => Some(match &codes {
+                        Some((scratch, bytes)) => Bind {
+                            buffer: scratch,
+                            offset: 0,
+                            size: *bytes,
+                        },
+                        None => Bind::span(job.x.buffer, x),
+                    }),
                     binding::Y => Some(Bind::span(job.y.buffer, y)),
                     binding::GRIDS => Some(grids(&set.tables)),
                     _ => None,
@@ -158,6 +180,43 @@ impl Recorder {
             c0 += cols;
         }
         Ok(())
+    }
+
+    /// Records the integer path's quantiser: the `values` of span `x` of `x_buffer` (whole
+    /// blocks of 32) as int8 codes from word 0 of `scratch`, then one scale per block.
+    fn quantize(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'_>,
+        x_buffer: &wgpu::Buffer,
+        x: Span,
+        scratch: &wgpu::Buffer,
+        values: u64,
+    ) -> Result<()> {
+        let (pipeline, layout) = self.set.quantizer()?;
+        let blocks = values / 32;
+        let p = QuantizeParams {
+            blocks: blocks as u32,
+            x_skip: x.skip,
+            d_at: (values / 4) as u32,
+            pad: 0,
+        };
+        let out = Bind {
+            buffer: scratch,
+            offset: 0,
+            size: blocks * 36,
+        };
+        let (gx, gy) = windows::grid(
+            blocks.div_ceil(WORKGROUP_SIZE as u64),
+            self.set.plan.max_dim,
+        );
+        self.record(
+            pass,
+            &pipeline,
+            &layout,
+            &[Bind::span(x_buffer, x), out],
+            bytemuck::bytes_of(&p),
+            (gx, gy, 1),
+        )
     }
 
     /// Records a row gather: `out[i] = W[ids[i]]` as `dtype` values.

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::params::MAX_PARAMS_BYTES;
-use super::{binding, kernel_source, KernelKey, Op, StorageBinding};
+use super::{binding, kernel_source, quantize_source, KernelKey, Op, StorageBinding};
 use crate::gpu::device::DeviceState;
 use crate::gpu::pipelines::{compile, storage, PipelineCache};
 use crate::gpu::{scoped, GpuError};
@@ -101,6 +101,8 @@ pub(crate) struct Plan {
     /// The lanes sharing each read of x with one invocation per row (see
     /// [`super::KernelKey::x_lanes`]; 1: none).
     pub(crate) x_lanes: u32,
+    /// Whether matvec takes the integer path where the format has one.
+    pub(crate) int_dot: bool,
 }
 
 /// The kernels' state on one device, shared by the engine and every [`super::Recorder`].
@@ -115,6 +117,8 @@ pub(crate) struct KernelSet {
     pub(crate) params_layout: wgpu::BindGroupLayout,
     layouts: Mutex<HashMap<(Op, u32), Arc<Layout>>>,
     pipelines: PipelineCache<KernelKey>,
+    /// The integer path's x quantiser, compiled on first use.
+    quantizer: Mutex<Option<(Arc<wgpu::ComputePipeline>, Arc<Layout>)>>,
     next_id: AtomicU64,
     pub(crate) created: Created,
 }
@@ -151,6 +155,7 @@ impl KernelSet {
             params_layout,
             layouts: Mutex::new(HashMap::new()),
             pipelines: PipelineCache::default(),
+            quantizer: Mutex::new(None),
             next_id: AtomicU64::new(0),
             // The params layout above.
             created: Created {
@@ -231,6 +236,45 @@ impl KernelSet {
             Ok::<_, crate::Error>(p)
         })?;
         Ok((pipeline, layout))
+    }
+}
+
+impl KernelSet {
+    /// The integer path's x quantiser (`quantize_q8.wgsl`) and its layout, compiled on first use.
+    pub(crate) fn quantizer(&self) -> Result<(Arc<wgpu::ComputePipeline>, Arc<Layout>)> {
+        let mut q = self.quantizer.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = q.as_ref() {
+            return Ok(p.clone());
+        }
+        let label = "gguf-dequant quantize_q8";
+        let read = |binding| StorageBinding {
+            binding,
+            read_write: false,
+            element_bytes: 4,
+        };
+        let bindings = vec![
+            (binding::X, read(binding::X).into()),
+            (
+                binding::Y,
+                StorageBinding {
+                    read_write: true,
+                    ..read(binding::Y)
+                }
+                .into(),
+            ),
+        ];
+        let layout = Arc::new(self.make_layout(label, bindings)?);
+        let pipeline = compile(
+            &self.device,
+            label,
+            &quantize_source(),
+            Some(&layout.pipeline),
+            "quantize_q8",
+        )?;
+        self.created.pipelines.fetch_add(1, Ordering::Relaxed);
+        let p = (Arc::new(pipeline), layout);
+        *q = Some(p.clone());
+        Ok(p)
     }
 }
 

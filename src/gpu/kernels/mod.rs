@@ -74,7 +74,10 @@ mod record;
 
 #[cfg(feature = "gpu")]
 pub use api::{GetRowsJob, Job, MatVecIdJob, MulMatJob, Operand};
-pub use compose::{kernel_source, KernelKey, MATVEC_THREADS, X_LANES};
+pub use compose::{
+    int_dot_min, kernel_source, quantize_source, KernelKey, INT_DOT_FORMATS, MATVEC_THREADS,
+    X_LANES,
+};
 #[cfg(feature = "gpu")]
 pub use layout::{BindingKind, Program};
 #[cfg(feature = "gpu")]

@@ -115,6 +115,20 @@ params! {
     }
 }
 
+params! {
+    /// `shaders/kernels/quantize_q8.wgsl`: x of the integer matvec path as int8 codes.
+    pub struct QuantizeParams {
+        /// Blocks of 32 values to quantise.
+        pub blocks: u32,
+        /// Index in the x binding of the first value.
+        pub x_skip: u32,
+        /// Index in the codes binding of the first block's scale (the codes start at word 0).
+        pub d_at: u32,
+        /// Padding (0).
+        pub pad: u32,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -195,6 +195,7 @@ mod tests {
             threads: 1,
             subgroups: false,
             x_lanes: 1,
+            int_dot: false,
         }
     }
 

@@ -147,6 +147,8 @@ pub struct Recorder {
     /// Bytes of every buffer of this recording.
     total: u64,
     cache: HashMap<BindKey, Cached>,
+    /// The integer matvec path's x codes and scales (grown on demand, reused from call to call).
+    scratch: Option<wgpu::Buffer>,
     stats: RecorderStats,
 }
 
@@ -169,6 +171,7 @@ impl Recorder {
             bytes: Vec::new(),
             total: 0,
             cache: HashMap::new(),
+            scratch: None,
             stats: RecorderStats::default(),
         }
     }
@@ -213,6 +216,32 @@ impl Recorder {
     /// Drops every cached bind group (and its hold on the buffers it binds).
     pub fn clear_cache(&mut self) {
         self.cache.clear();
+    }
+
+    /// The integer matvec path's scratch buffer, at least `bytes` long: the recorder's own,
+    /// replaced by one of the next power of two (at least 64 KiB, at most a storage binding) when a call needs more. Calls
+    /// recorded one after the other may share it: wgpu orders each dispatch's writes after the
+    /// reads of the dispatches before it.
+    pub(super) fn scratch(&mut self, bytes: u64) -> Result<wgpu::Buffer> {
+        if let Some(b) = self.scratch.as_ref().filter(|b| b.size() >= bytes) {
+            return Ok(b.clone());
+        }
+        let size = bytes
+            .next_power_of_two()
+            .max(64 << 10)
+            .min(self.set.plan.max_binding)
+            .max(bytes);
+        let buffer = buffers::create(
+            &self.set.device,
+            "gguf-dequant int8 x",
+            size,
+            wgpu::BufferUsages::STORAGE,
+            false,
+        )?;
+        self.stats.buffers_created += 1;
+        self.set.created.buffers.fetch_add(1, Ordering::Relaxed);
+        self.scratch = Some(buffer.clone());
+        Ok(buffer)
     }
 
     /// A uniform buffer of `capacity` bytes and its bind group.

@@ -56,7 +56,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let json_stdout = args.json.as_deref() == Some(Path::new("-"));
     let backend = backend::choose(args.backend, ADAPTERS)?;
     let adapters = if formats.iter().any(|&f| f.has_shader()) {
-        BenchAdapter::open(backend, backend == Backend::All, args.wall)?
+        BenchAdapter::open(
+            backend,
+            backend == Backend::All,
+            args.wall,
+            args.integer_dot,
+        )?
     } else {
         Vec::new()
     };

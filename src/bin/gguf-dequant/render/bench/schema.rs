@@ -70,6 +70,10 @@ pub struct Adapter {
     pub timing: String,
     /// Traffic each timed run aimed to rotate through.
     pub rotation_target_bytes: u64,
+    /// matvec (and matmul on CPU adapters) on the integer path, for the formats that have one
+    /// (`bench --integer-dot`; absent in older reports: false).
+    #[serde(default)]
+    pub matvec_integer_dot: bool,
     /// Median over this adapter's rows of the buffer-copy roofline, GB/s (without dequantisation
     /// rows: over its kernel rows' references).
     pub copy_gb_per_s: Option<f64>,
@@ -310,6 +314,7 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
             driver: a.driver.clone(),
             timing: a.timing.name().to_string(),
             rotation_target_bytes: a.rotation_target,
+            matvec_integer_dot: a.integer_dot,
             copy_gb_per_s: of(i, BenchResult::copy_gb_per_s)
                 .or_else(|| of_kernels(i, KernelResult::copy_gb_per_s)),
             shader_copy_gb_per_s: of(i, BenchResult::shader_copy_gb_per_s)

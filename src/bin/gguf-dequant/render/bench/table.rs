@@ -36,7 +36,7 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
     for (i, a) in report.adapters.iter().enumerate() {
         writeln!(
             out,
-            "adapter {i}: {} ({}, {}, driver {}); GPU times from {}{}",
+            "adapter {i}: {} ({}, {}, driver {}); GPU times from {}{}{}",
             a.name,
             a.backend,
             a.device_type,
@@ -49,6 +49,11 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
                 String::new()
             } else {
                 format!("; {n_values} values per format")
+            },
+            if a.integer_dot {
+                "; matvec on the integer path (--integer-dot)"
+            } else {
+                ""
             }
         )?;
         let rows: Vec<&BenchResult> = report

@@ -1,0 +1,25 @@
+// Packed int8 codes: the helpers of the integer matvec path (every format's qpart8, composed
+// after bytes.wgsl into every decoder; quantize_q8.wgsl). A part is 8 values d * q + m with q
+// small integers, q[j] the signed byte j % 4 of word j / 4.
+
+// qpart8's result: the two words of codes, then d and m as f32 bits.
+fn qpart(lo: u32, hi: u32, d: f32, m: f32) -> vec4<u32> {
+    return vec4<u32>(lo, hi, bitcast<u32>(d), bitcast<u32>(m));
+}
+
+// Each byte of `w` (all below 0x80) less the byte of `c` (each at most 0x80) as int8 lanes:
+// the bytes are offset by 0x80 first, so no lane borrows from the next.
+fn sub_bytes(w: u32, c: u32) -> u32 {
+    return ((w | 0x80808080u) - c) ^ 0x80808080u;
+}
+
+// Bits 0..4 of `b` as bit 0 of bytes 0..4.
+fn spread4(b: u32) -> u32 {
+    return (b & 1u) | ((b & 2u) << 7u) | ((b & 4u) << 14u) | ((b & 8u) << 21u);
+}
+
+// Four int8 lanes packed into one word, lane k in byte k.
+fn pack_i8(v: vec4<i32>) -> u32 {
+    let u = bitcast<vec4<u32>>(v) & vec4<u32>(0xFFu);
+    return u.x | (u.y << 8u) | (u.z << 16u) | (u.w << 24u);
+}
