@@ -17,18 +17,11 @@ const Q2_K_D: u32 = 80u;       // f16 super-scale of the scales
 const Q2_K_DMIN: u32 = 82u;    // f16 super-scale of the mins
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let s = load_u8(base + Q2_K_SCALES + (part >> 1u));
-    let dl = f16_le(base + Q2_K_D) * f32(s & 0xFu);
-    let ml = f16_le(base + Q2_K_DMIN) * f32(s >> 4u);
-    let at = base + Q2_K_QS + 32u * (part >> 4u) + 8u * (part & 3u);
-    let sh = 2u * ((part >> 2u) & 3u);
-    let lo = vec4<f32>(bytes4((load_u32(at) >> sh) & 0x03030303u));
-    let hi = vec4<f32>(bytes4((load_u32(at + 4u) >> sh) & 0x03030303u));
-    return bits8(dl * lo - ml, dl * hi - ml);
+    return qpart_values(qpart8(base, part), QPART8_MIN);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, m, its values
-// d * q + m (the min as m); the same fields as dequant8.
+// d * q + m (the min as m); dequant8 is its values.
 const QPART8_MIN: bool = true;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {

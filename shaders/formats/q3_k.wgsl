@@ -24,23 +24,11 @@ fn q3_k_scale(k: u32, j: u32) -> i32 {
 }
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let dl = f16_le(base + Q3_K_D) * f32(q3_k_scale(base + Q3_K_SCALES, part >> 1u));
-    let h = part >> 4u;
-    let g = (part >> 2u) & 3u;
-    let l = 8u * (part & 3u);
-    let at = base + Q3_K_QS + 32u * h + l;
-    let hm = base + Q3_K_HMASK + l;
-    let sh = 2u * g;
-    let hs = 4u * h + g;
-    // lo2 - (hbit ? 0 : 4) = (lo2 | hbit << 2) - 4
-    let lo = bytes4(((load_u32(at) >> sh) & 0x03030303u) | (((load_u32(hm) >> hs) & 0x01010101u) << 2u));
-    let hi = bytes4(((load_u32(at + 4u) >> sh) & 0x03030303u) | (((load_u32(hm + 4u) >> hs) & 0x01010101u) << 2u));
-    let four = vec4<i32>(4);
-    return bits8(dl * vec4<f32>(vec4<i32>(lo) - four), dl * vec4<f32>(vec4<i32>(hi) - four));
+    return qpart_values(qpart8(base, part), QPART8_MIN);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
-// d * q (m = 0); the same fields as dequant8.
+// d * q (m = 0); dequant8 is its values.
 const QPART8_MIN: bool = false;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {

@@ -9,16 +9,11 @@ const Q4_0_D: u32 = 0u;    // f16 scale
 const Q4_0_QS: u32 = 2u;   // 16 bytes: low nibbles y[0..16], high nibbles y[16..32]
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let d = f16_le(base + Q4_0_D);
-    let at = base + Q4_0_QS + 8u * (part & 1u);
-    let sh = 4u * (part >> 1u);
-    let lo = vec4<i32>(bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu)) - vec4<i32>(8);
-    let hi = vec4<i32>(bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu)) - vec4<i32>(8);
-    return bits8(vec4<f32>(lo) * d, vec4<f32>(hi) * d);
+    return qpart_values(qpart8(base, part), QPART8_MIN);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
-// d * q (m = 0); the same fields as dequant8.
+// d * q (m = 0); dequant8 is its values.
 const QPART8_MIN: bool = false;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {

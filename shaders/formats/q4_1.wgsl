@@ -10,17 +10,11 @@ const Q4_1_M: u32 = 2u;    // f16 min (offset)
 const Q4_1_QS: u32 = 4u;   // 16 bytes: low nibbles y[0..16], high nibbles y[16..32]
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let d = f16_le(base + Q4_1_D);
-    let m = f16_le(base + Q4_1_M);
-    let at = base + Q4_1_QS + 8u * (part & 1u);
-    let sh = 4u * (part >> 1u);
-    let lo = bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu);
-    let hi = bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu);
-    return bits8(vec4<f32>(lo) * d + m, vec4<f32>(hi) * d + m);
+    return qpart_values(qpart8(base, part), QPART8_MIN);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, m, its values
-// d * q + m (the min as m); the same fields as dequant8.
+// d * q + m (the min as m); dequant8 is its values.
 const QPART8_MIN: bool = true;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {

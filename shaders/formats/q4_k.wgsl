@@ -18,19 +18,11 @@ const Q4_K_SCALES: u32 = 4u;   // 12 bytes: eight 6-bit scales and mins (get_sca
 const Q4_K_QS: u32 = 16u;      // 128 bytes: 4 chunks of 32, low nibbles y[64c ..], high y[64c + 32 ..]
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let j = part >> 2u;
-    let sm = get_scale_min_k4(j, base + Q4_K_SCALES);
-    let d1 = f16_le(base + Q4_K_D) * f32(sm.x);
-    let m1 = f16_le(base + Q4_K_DMIN) * f32(sm.y);
-    let at = base + Q4_K_QS + 32u * (j >> 1u) + 8u * (part & 3u);
-    let sh = 4u * (j & 1u);
-    let lo = vec4<f32>(bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu));
-    let hi = vec4<f32>(bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu));
-    return bits8(d1 * lo - m1, d1 * hi - m1);
+    return qpart_values(qpart8(base, part), QPART8_MIN);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, m, its values
-// d * q + m (the min as m); the same fields as dequant8.
+// d * q + m (the min as m); dequant8 is its values.
 const QPART8_MIN: bool = true;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {

@@ -11,18 +11,11 @@ const Q5_0_QH: u32 = 2u;   // u32 LE: bit k is the fifth bit of y[k]
 const Q5_0_QS: u32 = 6u;   // 16 bytes of low 4 bits: low nibbles y[0..16], high nibbles y[16..32]
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let d = f16_le(base + Q5_0_D);
-    let hb = (load_u32(base + Q5_0_QH) >> (8u * part)) & 0xFFu;
-    let at = base + Q5_0_QS + 8u * (part & 1u);
-    let sh = 4u * (part >> 1u);
-    let lo = bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu) | (bits4(hb, 0u) << vec4<u32>(4u));
-    let hi = bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu) | (bits4(hb, 4u) << vec4<u32>(4u));
-    let c = vec4<i32>(16);
-    return bits8(vec4<f32>(vec4<i32>(lo) - c) * d, vec4<f32>(vec4<i32>(hi) - c) * d);
+    return qpart_values(qpart8(base, part), QPART8_MIN);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
-// d * q (m = 0); the same fields as dequant8.
+// d * q (m = 0); dequant8 is its values.
 const QPART8_MIN: bool = false;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {

@@ -18,21 +18,11 @@ const Q5_K_QH: u32 = 16u;      // 32 bytes: bit j of byte l is the 5th bit of y[
 const Q5_K_QS: u32 = 48u;      // 128 bytes: low 4 bits, arranged as Q4_K's qs
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let j = part >> 2u;
-    let sm = get_scale_min_k4(j, base + Q5_K_SCALES);
-    let d1 = f16_le(base + Q5_K_D) * f32(sm.x);
-    let m1 = f16_le(base + Q5_K_DMIN) * f32(sm.y);
-    let l = 8u * (part & 3u);
-    let at = base + Q5_K_QS + 32u * (j >> 1u) + l;
-    let hb = base + Q5_K_QH + l;
-    let sh = 4u * (j & 1u);
-    let lo = bytes4(((load_u32(at) >> sh) & 0x0F0F0F0Fu) | (((load_u32(hb) >> j) & 0x01010101u) << 4u));
-    let hi = bytes4(((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu) | (((load_u32(hb + 4u) >> j) & 0x01010101u) << 4u));
-    return bits8(d1 * vec4<f32>(lo) - m1, d1 * vec4<f32>(hi) - m1);
+    return qpart_values(qpart8(base, part), QPART8_MIN);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, m, its values
-// d * q + m (the min as m); the same fields as dequant8.
+// d * q + m (the min as m); dequant8 is its values.
 const QPART8_MIN: bool = true;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {

@@ -16,24 +16,11 @@ const Q6_K_SCALES: u32 = 192u;  // int8[16]: one signed scale per 16 values
 const Q6_K_D: u32 = 208u;       // f16 super-scale
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let h = part >> 4u;
-    let quad = (part >> 2u) & 3u;
-    let l = 8u * (part & 3u);
-    let sc = sbytes4(load_u8(base + Q6_K_SCALES + (part >> 1u))).x;
-    let dl = f16_le(base + Q6_K_D) * f32(sc);
-    let ql = base + Q6_K_QL + 64u * h + 32u * (quad & 1u) + l;
-    let qh = base + Q6_K_QH + 32u * h + l;
-    let sl = 4u * (quad >> 1u);
-    let shh = 2u * quad;
-    let four = vec4<u32>(4u);
-    let lo = bytes4((load_u32(ql) >> sl) & 0x0F0F0F0Fu) | (bytes4((load_u32(qh) >> shh) & 0x03030303u) << four);
-    let hi = bytes4((load_u32(ql + 4u) >> sl) & 0x0F0F0F0Fu) | (bytes4((load_u32(qh + 4u) >> shh) & 0x03030303u) << four);
-    let off = vec4<i32>(32);
-    return bits8(dl * vec4<f32>(vec4<i32>(lo) - off), dl * vec4<f32>(vec4<i32>(hi) - off));
+    return qpart_values(qpart8(base, part), QPART8_MIN);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
-// d * q (m = 0); the same fields as dequant8.
+// d * q (m = 0); dequant8 is its values.
 const QPART8_MIN: bool = false;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {

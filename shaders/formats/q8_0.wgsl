@@ -8,13 +8,11 @@ const Q8_0_D: u32 = 0u;    // f16 scale
 const Q8_0_QS: u32 = 2u;   // int8[32]
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let d = f16_le(base + Q8_0_D);
-    let at = base + Q8_0_QS + 8u * part;
-    return bits8(vec4<f32>(sbytes4(load_u32(at))) * d, vec4<f32>(sbytes4(load_u32(at + 4u))) * d);
+    return qpart_values(qpart8(base, part), QPART8_MIN);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
-// d * q (m = 0); the same fields as dequant8.
+// d * q (m = 0); dequant8 is its values.
 const QPART8_MIN: bool = false;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {

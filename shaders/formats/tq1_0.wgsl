@@ -23,8 +23,8 @@ fn trits4(w: u32, n: u32) -> vec4<i32> {
     return vec4<i32>((q * 3u) >> vec4<u32>(8u)) - vec4<i32>(1);
 }
 
-fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let d = f16_le(base + TQ1_0_D);
+// The trits of part p, as t - 1: its two halves.
+fn part_trits(base: u32, part: u32) -> array<vec4<i32>, 2> {
     var at = base + TQ1_0_QS + 8u * (part & 3u);   // p < 20
     var n0 = part >> 2u;
     var n1 = n0;
@@ -39,26 +39,20 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     }
     // For p >= 30 both halves are the four qh bytes (digits n0 and n1).
     let w1 = select(load_u32(at + 4u), load_u32(at), part >= 30u);
-    return bits8(vec4<f32>(trits4(load_u32(at), n0)) * d, vec4<f32>(trits4(w1, n1)) * d);
+    return array<vec4<i32>, 2>(trits4(load_u32(at), n0), trits4(w1, n1));
+}
+
+fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+    let d = f16_le(base + TQ1_0_D);
+    let t = part_trits(base, part);
+    return bits8(vec4<f32>(t[0]) * d, vec4<f32>(t[1]) * d);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
-// d * q (m = 0); the same fields as dequant8.
+// d * q (m = 0); the same trits as dequant8.
 const QPART8_MIN: bool = false;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {
-    var at = base + TQ1_0_QS + 8u * (part & 3u);   // p < 20
-    var n0 = part >> 2u;
-    var n1 = n0;
-    if (part >= 30u) {
-        at = base + TQ1_0_QH;
-        n0 = 2u * (part - 30u);
-        n1 = n0 + 1u;
-    } else if (part >= 20u) {
-        at = base + TQ1_0_QS + 32u + 8u * (part & 1u);
-        n0 = (part - 20u) >> 1u;
-        n1 = n0;
-    }
-    let w1 = select(load_u32(at + 4u), load_u32(at), part >= 30u);
-    return qpart(pack_i8(trits4(load_u32(at), n0)), pack_i8(trits4(w1, n1)), f16_le(base + TQ1_0_D), 0.0);
+    let t = part_trits(base, part);
+    return qpart(pack_i8(t[0]), pack_i8(t[1]), f16_le(base + TQ1_0_D), 0.0);
 }

@@ -10,17 +10,11 @@ const TQ2_0_QS: u32 = 0u;   // 64 bytes: four 2-bit codes per byte, values 32 ap
 const TQ2_0_D: u32 = 64u;   // f16 scale
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let d = f16_le(base + TQ2_0_D);
-    let at = base + TQ2_0_QS + 32u * (part >> 4u) + 8u * (part & 3u);
-    let sh = 2u * ((part >> 2u) & 3u);
-    let one = vec4<i32>(1);
-    let lo = vec4<i32>(bytes4((load_u32(at) >> sh) & 0x03030303u)) - one;
-    let hi = vec4<i32>(bytes4((load_u32(at + 4u) >> sh) & 0x03030303u)) - one;
-    return bits8(vec4<f32>(lo) * d, vec4<f32>(hi) * d);
+    return qpart_values(qpart8(base, part), QPART8_MIN);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
-// d * q (m = 0); the same fields as dequant8.
+// d * q (m = 0); dequant8 is its values.
 const QPART8_MIN: bool = false;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {

@@ -4,9 +4,10 @@
 // smallest subgroup where it has subgroups, else 64), the weight's decode module, rows.wgsl, the
 // x reader (x_scalar.wgsl, x_vec4.wgsl when K is a multiple of 4 and x 16-byte aligned, or
 // x_shared.wgsl: one invocation per row on a device with subgroups) and the row reduction
-// (reduce_tree.wgsl, or reduce_subgroup.wgsl), and followed by block_dot (one block's parts
-// through part_dot, or four at a time through group_dot with shared vec4 x: written out for
-// B = 1, T = 1, else in a loop per step).
+// (reduce_tree.wgsl, or reduce_subgroup.wgsl), and followed by the row dot (row_dot.wgsl, then
+// block_dot: one block's parts through part_dot, or four at a time through group_dot with shared
+// vec4 x: written out for B = 1, T = 1, else in a loop per step; on the integer path
+// matvec_q8.wgsl instead, with neither x reader nor rows.wgsl).
 // CPU twin: ops::mul_mat / ops::mul_mat_id (f64).
 //
 // Thread mapping: a workgroup of WG = 64 invocations computes R = WG / T rows. The T invocations
@@ -43,70 +44,10 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(1) @binding(0) var<uniform> params: Params;
 const WG: u32 = 64u;
 const R: u32 = WG / T;
-
-// Adds part p of the block at byte `base` times x[b][at + 8p ..] (stride k) to acc[b].
-fn part_dot(acc: ptr<function, array<f32, B>>, base: u32, p: u32, at: u32, k: u32) {
-    let raw = w_dequant8(base, p);
-    let v0 = bitcast<vec4<f32>>(raw[0]);
-    let v1 = bitcast<vec4<f32>>(raw[1]);
-    for (var b = 0u; b < B; b++) {
-        let xs = x8(at + 8u * p + b * k);
-        (*acc)[b] += dot(v0, xs[0]) + dot(v1, xs[1]);
-    }
-}
-
-// Σ_k W[row, k] x[b][k] for the B columns of x from index `x_at` (stride k), for the row at byte
-// `row_base`: this invocation's chunks (t, t + T, ...) reduced over the row's T invocations and
-// returned to its invocation t = 0. Called in uniform control flow by every invocation of the
-// workgroup, each with a row that exists.
-fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32) -> array<f32, B> {
-    let k = params.k;
-    var acc: array<f32, B>;
-    if (T == 1u && w_BLOCK_ELEMS >= 8u) {
-        // One invocation per row: block by block, each through block_dot (composed in: the
-        // block's parts in straight-line code, so the compiler can share what they decode alike).
-        let n_blocks = k / w_BLOCK_ELEMS;
-        for (var blk = 0u; blk < n_blocks; blk++) {
-            block_dot(&acc, row_base + blk * w_BLOCK_BYTES, x_at + blk * w_BLOCK_ELEMS, k);
-        }
-        return acc;
-    }
-    let n_chunks = (k + 7u) / 8u;
-    for (var c = t; c < n_chunks; c += T) {
-        var v = chunk8(row_base, c);
-        let at = x_at + 8u * c;
-        if (8u * c + 8u <= k) {
-            for (var b = 0u; b < B; b++) {
-                let xs = x8(at + b * k);
-                acc[b] += dot(v[0], xs[0]) + dot(v[1], xs[1]);
-            }
-        } else {
-            // The ragged end of a one-value format's row: only the lanes inside it.
-            let m = chunk_mask(c, k);
-            v[0] = select(vec4<f32>(0.0), v[0], m[0]);
-            v[1] = select(vec4<f32>(0.0), v[1], m[1]);
-            for (var b = 0u; b < B; b++) {
-                let o = at + b * k;
-                var xs: array<vec4<f32>, 2>;
-                for (var j = 0u; j < 8u; j++) {
-                    if (8u * c + j < k) {
-                        xs[j / 4u][j % 4u] = x[o + j];
-                    }
-                }
-                acc[b] += dot(v[0], xs[0]) + dot(v[1], xs[1]);
-            }
-        }
-    }
-    if (T == 1u) {
-        return acc;
-    }
-    return reduce_row(acc, t, lid);
-}
 
 @compute @workgroup_size(WG)
 fn matvec(

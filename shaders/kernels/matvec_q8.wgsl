@@ -1,8 +1,8 @@
 // The integer path of matvec (EngineOptions::matvec_integer_dot; off by default), as llama.cpp's
 // mmvq: x quantised once per call by quantize_q8.wgsl into the recorder's scratch buffer, then
 // each 8-value part of a weight row as int8 codes (the format's qpart8: values d * q + m) dotted
-// with x's codes through dot4I8Packed. Composed by src/gpu/kernels/compose.rs as matvec.wgsl
-// (constants B and T, the weight's decode module, the row reduction), with the same Params.
+// with x's codes through dot4I8Packed. Composed by src/gpu/kernels/compose.rs after matvec.wgsl
+// (its entry points, Params and thread mapping) in place of row_dot.wgsl.
 // CPU twin: ops::mul_mat_int_dot (its bound is this path's accuracy contract).
 //
 // x's codes, for column b (0 .. B) and value i (0 .. K, K a multiple of 32): byte i % 4 of word
@@ -11,37 +11,16 @@
 // dx * (d * Σ q xq + m * Σ xq) to its column's sum (the second product only for formats with
 // QPART8_MIN): the integer dots are exact, so the f32 arithmetic is 4 operations per part where
 // the f32 path has 16.
-//
-// Thread mapping as matvec.wgsl: a workgroup of WG = 64 invocations computes R = WG / T rows,
-// the T invocations of a row take its parts t, t + T, ..., their sums reduced by reduce_row.
 
-struct Params {
-    k: u32,          // values per row (a multiple of 32)
-    n_rows: u32,     // rows this dispatch computes
-    row_bytes: u32,  // bytes per row
-    w_skip: u32,     // bytes from the start of `w` to this dispatch's first row
-    x_skip: u32,     // unused: x's codes start at word 0 of `x`
-    y_skip: u32,     // index in `y` of this dispatch's first output
-    y_stride: u32,   // distance in `y` between columns (N)
-    row_first: u32,  // (matvec_id's)
-    row_count: u32,
-    n_experts: u32,
-    slots: u32,
-    x_per_slot: u32,
-    pair_first: u32,
-    ids_skip: u32,
-}
-
-@group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<u32>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(1) @binding(0) var<uniform> params: Params;
-const WG: u32 = 64u;
-const R: u32 = WG / T;
 
-// Σ_k W[row, k] x[b][k] for the B columns, for the row at byte `row_base`: this invocation's
-// parts reduced over the row's T invocations and returned to its invocation t = 0.
-fn row_dot(t: u32, lid: u32, row_base: u32) -> array<f32, B> {
+// Nothing to set up: every invocation reads x's codes itself.
+fn x_begin(l: Lane) {}
+
+// Σ_k W[row, k] x[b][k] for the B columns, for the row at byte `row_base` (`x_at` unused: the
+// codes start at word 0): this invocation's parts t, t + T, ... reduced over the row's T
+// invocations and returned to its invocation t = 0.
+fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32) -> array<f32, B> {
     let k = params.k;
     let parts = w_BLOCK_ELEMS / 8u;
     let n_parts = k / 8u;
@@ -67,27 +46,4 @@ fn row_dot(t: u32, lid: u32, row_base: u32) -> array<f32, B> {
         return acc;
     }
     return reduce_row(acc, t, lid);
-}
-
-@compute @workgroup_size(WG)
-fn matvec(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    lane: Lane,
-) {
-    let lid = lane_index(lane);
-    let group = wid.y * nwg.x + wid.x;
-    if (group * R >= params.n_rows) {
-        return; // uniform per workgroup
-    }
-    let row = group * R + lid / T;
-    let t = lid % T;
-    let live = row < params.n_rows;
-    let read_row = min(row, params.n_rows - 1u);
-    let sums = row_dot(t, lid, params.w_skip + read_row * params.row_bytes);
-    if (live && t == 0u) {
-        for (var b = 0u; b < B; b++) {
-            y[params.y_skip + b * params.y_stride + row] = sums[b];
-        }
-    }
 }

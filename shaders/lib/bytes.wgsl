@@ -72,3 +72,17 @@ fn table4(t: vec4<u32>, c: vec4<u32>) -> vec4<i32> {
 fn bits8(a: vec4<f32>, b: vec4<f32>) -> array<vec4<u32>, 2> {
     return array<vec4<u32>, 2>(bitcast<vec4<u32>>(a), bitcast<vec4<u32>>(b));
 }
+
+// The f32 values of a qpart8 part (layout: lib/int8.wgsl) as dequant8 returns them: d * q, then
+// + m where `with_m` (the format's QPART8_MIN): the decoders' own arithmetic, so the same bits.
+fn qpart_values(p: vec4<u32>, with_m: bool) -> array<vec4<u32>, 2> {
+    let d = bitcast<f32>(p.z);
+    var lo = vec4<f32>(sbytes4(p.x)) * d;
+    var hi = vec4<f32>(sbytes4(p.y)) * d;
+    if (with_m) {
+        let m = bitcast<f32>(p.w);
+        lo += vec4<f32>(m);
+        hi += vec4<f32>(m);
+    }
+    return bits8(lo, hi);
+}

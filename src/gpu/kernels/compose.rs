@@ -264,8 +264,9 @@ macro_rules! lib_file {
 
 /// The WGSL of `key`: the variant's constants (`B` columns, `T` invocations per row), the grids
 /// binding where the format reads it, the format's decode module (with its output packer for
-/// get_rows), `rows.wgsl`, the x reader of the matvec kernels and the kernel file. Errors: a
-/// format without a shader.
+/// get_rows), `rows.wgsl`, the x reader of the matvec kernels and the kernel file, then for
+/// the matvec kernels their row dot (`row_dot.wgsl` and [`block_dot`], or on the integer path
+/// `matvec_q8.wgsl` alone). Errors: a format without a shader.
 pub fn kernel_source(key: &KernelKey) -> Result<String> {
     let packer = match (key.op, key.dtype) {
         (Op::GetRows, DType::F32) => lib_file!("out_f32"),
@@ -312,12 +313,13 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
     };
     if key.int_dot {
         return Ok(format!(
-            "{header}{grids}{module}\n{reduce}\n{}",
+            "{header}{grids}{module}\n{reduce}\n{}\n{}",
+            key.op.wgsl(),
             kernel_file!("matvec_q8")
         ));
     }
     let block = match key.op {
-        Op::MatVec | Op::MatVecId => block_dot(key),
+        Op::MatVec | Op::MatVecId => format!("{}\n{}", kernel_file!("row_dot"), block_dot(key)),
         Op::GetRows | Op::MatMul => String::new(),
     };
     Ok(format!(

@@ -6,7 +6,7 @@ use super::params::{GetRowsParams, MatMulParams, MatVecParams, QuantizeParams};
 use super::plan::{invalid, row_runs, shape, span, RowRun, Shape, Span};
 use super::record::Bind;
 use super::{
-    binding, int_dot_min, GetRowsJob, KernelKey, MatVecIdJob, MulMatJob, Recorder, GET_ROWS_VALUES,
+    binding, GetRowsJob, KernelKey, MatVecIdJob, MulMatJob, Recorder, GET_ROWS_VALUES,
     MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH, WORKGROUP_SIZE,
 };
 use crate::gpu::kernels::layout::Layout;
@@ -80,12 +80,9 @@ impl Recorder {
         };
         let runs = row_runs(&plan, t, &s, max_rows)?;
         let vec_w = !tiled && aligned_rows(&s, &runs);
-        // The integer path: x's codes and scales in the recorder's scratch buffer.
-        let int_dot = !tiled
-            && plan.int_dot
-            && int_dot_min(s.format).is_some()
-            && s.k.is_multiple_of(32)
-            && s.k * 9 / 8 <= room;
+        // The integer path (for formats that have one: `with_int_dot`): x's codes and scales in
+        // the recorder's scratch buffer.
+        let int_dot = !tiled && plan.int_dot && s.k.is_multiple_of(32);
         let rows_per_group = (WORKGROUP_SIZE / plan.threads) as u64;
         let mut c0 = 0;
         while c0 < batch {

@@ -1,0 +1,66 @@
+// The f32 row dot of the matvec kernels (matvec.wgsl): x as f32 values, each 8-value chunk of a
+// weight row decoded by the format's dequant8 (rows.wgsl's chunk8, or block_dot's part_dot and
+// group_dot) and dotted with x through the composed x reader. The integer path replaces this
+// file with matvec_q8.wgsl.
+
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+
+// Adds part p of the block at byte `base` times x[b][at + 8p ..] (stride k) to acc[b].
+fn part_dot(acc: ptr<function, array<f32, B>>, base: u32, p: u32, at: u32, k: u32) {
+    let raw = w_dequant8(base, p);
+    let v0 = bitcast<vec4<f32>>(raw[0]);
+    let v1 = bitcast<vec4<f32>>(raw[1]);
+    for (var b = 0u; b < B; b++) {
+        let xs = x8(at + 8u * p + b * k);
+        (*acc)[b] += dot(v0, xs[0]) + dot(v1, xs[1]);
+    }
+}
+
+// Σ_k W[row, k] x[b][k] for the B columns of x from index `x_at` (stride k), for the row at byte
+// `row_base`: this invocation's chunks (t, t + T, ...) reduced over the row's T invocations and
+// returned to its invocation t = 0. Called in uniform control flow by every invocation of the
+// workgroup, each with a row that exists.
+fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32) -> array<f32, B> {
+    let k = params.k;
+    var acc: array<f32, B>;
+    if (T == 1u && w_BLOCK_ELEMS >= 8u) {
+        // One invocation per row: block by block, each through block_dot (composed in: the
+        // block's parts in straight-line code, so the compiler can share what they decode alike).
+        let n_blocks = k / w_BLOCK_ELEMS;
+        for (var blk = 0u; blk < n_blocks; blk++) {
+            block_dot(&acc, row_base + blk * w_BLOCK_BYTES, x_at + blk * w_BLOCK_ELEMS, k);
+        }
+        return acc;
+    }
+    let n_chunks = (k + 7u) / 8u;
+    for (var c = t; c < n_chunks; c += T) {
+        var v = chunk8(row_base, c);
+        let at = x_at + 8u * c;
+        if (8u * c + 8u <= k) {
+            for (var b = 0u; b < B; b++) {
+                let xs = x8(at + b * k);
+                acc[b] += dot(v[0], xs[0]) + dot(v[1], xs[1]);
+            }
+        } else {
+            // The ragged end of a one-value format's row: only the lanes inside it.
+            let m = chunk_mask(c, k);
+            v[0] = select(vec4<f32>(0.0), v[0], m[0]);
+            v[1] = select(vec4<f32>(0.0), v[1], m[1]);
+            for (var b = 0u; b < B; b++) {
+                let o = at + b * k;
+                var xs: array<vec4<f32>, 2>;
+                for (var j = 0u; j < 8u; j++) {
+                    if (8u * c + j < k) {
+                        xs[j / 4u][j % 4u] = x[o + j];
+                    }
+                }
+                acc[b] += dot(v[0], xs[0]) + dot(v[1], xs[1]);
+            }
+        }
+    }
+    if (T == 1u) {
+        return acc;
+    }
+    return reduce_row(acc, t, lid);
+}
+
