@@ -27,8 +27,10 @@ use gguf_dequant::{DType, Format, GgufFile};
 const N_VALUES: usize = 1 << 20;
 
 fn adapter() -> Option<BenchAdapter> {
-    match BenchAdapter::open(Backend::Auto, false, false, false) {
-        Ok(mut a) => a.pop(),
+    let opened = gguf_dequant::gpu::compute_adapters(Backend::Auto)
+        .and_then(|a| BenchAdapter::open(&a[0], false, false));
+    match opened {
+        Ok(a) => Some(a),
         Err(e) => {
             eprintln!("benches/gpu: no GPU adapter ({e}); nothing to measure");
             None

@@ -6,8 +6,8 @@ use super::budget::{self, Measured};
 use super::rotation::{plan_rotation, Rotation, HOST_CAP};
 use crate::gpu::roofline::{self, ShaderCopy, StreamJob};
 use crate::gpu::timing::{GpuTimer, Timing};
-use crate::gpu::{buffers, compute_adapters, DequantJob, EngineOptions, GpuEngine};
-use crate::{cpu, Backend, DType, Format, Result};
+use crate::gpu::{buffers, DequantJob, EngineOptions, GpuEngine};
+use crate::{cpu, DType, Format, Result};
 
 /// An adapter opened for benchmarking: an engine on its own device (with timestamp queries when
 /// the adapter has them), a timer and the shader-copy roofline.
@@ -22,42 +22,28 @@ pub struct BenchAdapter {
 }
 
 impl BenchAdapter {
-    /// Opens every compute adapter of `backend` (`all`), or the best one; `wall` times with the
-    /// wall clock even where the adapter has timestamp queries; `integer_dot` puts matvec on the
-    /// integer path ([`EngineOptions::matvec_integer_dot`]). The shader copy is compiled and its
-    /// output checked word for word on each ([`ShaderCopy::check`]).
-    pub fn open(
-        backend: Backend,
-        all: bool,
-        wall: bool,
-        integer_dot: bool,
-    ) -> Result<Vec<BenchAdapter>> {
-        let mut adapters = compute_adapters(backend)?;
-        if !all {
-            adapters.truncate(1);
-        }
-        adapters
-            .iter()
-            .map(|a| {
-                let options = EngineOptions {
-                    matvec_integer_dot: integer_dot,
-                    ..EngineOptions::default()
-                };
-                let engine = GpuEngine::from_adapter(a, options)?;
-                let timer = if wall {
-                    GpuTimer::wall()
-                } else {
-                    GpuTimer::new(&engine)?
-                };
-                let shader_copy = ShaderCopy::new(&engine)?;
-                shader_copy.check(&engine)?;
-                Ok(BenchAdapter {
-                    engine,
-                    timer,
-                    shader_copy,
-                })
-            })
-            .collect()
+    /// Opens `adapter` for benchmarking: `wall` times with the wall clock even where the adapter
+    /// has timestamp queries; `integer_dot` puts matvec on the integer path
+    /// ([`EngineOptions::matvec_integer_dot`]). The shader copy is compiled and its output
+    /// checked word for word ([`ShaderCopy::check`]).
+    pub fn open(adapter: &wgpu::Adapter, wall: bool, integer_dot: bool) -> Result<BenchAdapter> {
+        let options = EngineOptions {
+            matvec_integer_dot: integer_dot,
+            ..EngineOptions::default()
+        };
+        let engine = GpuEngine::from_adapter(adapter, options)?;
+        let timer = if wall {
+            GpuTimer::wall()
+        } else {
+            GpuTimer::new(&engine)?
+        };
+        let shader_copy = ShaderCopy::new(&engine)?;
+        shader_copy.check(&engine)?;
+        Ok(BenchAdapter {
+            engine,
+            timer,
+            shader_copy,
+        })
     }
 }
 

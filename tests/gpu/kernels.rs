@@ -91,14 +91,17 @@ fn check_every_format(engine: &GpuEngine, batches: &[usize], matmul: bool) {
             let ids = [0, n as u32 - 1, (n / 2) as u32, 0];
             let want = ops::get_rows(f, &raw, k, &ids).unwrap();
             let got = engine.get_rows(&w, &ids).unwrap();
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(&want), "{backend} {f} K={k} get_rows f32");
+            if let Err(e) = support::codec::compare_f32(f, &got, &want) {
+                panic!("{backend} {f} K={k} get_rows f32: {e}");
+            }
             let f16 = engine.get_rows_as(&w, &ids, DType::F16).unwrap();
             let want16: Vec<u8> = want
                 .iter()
                 .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
                 .collect();
-            assert_eq!(f16, want16, "{backend} {f} K={k} get_rows f16");
+            if let Err(e) = support::codec::compare(f, DType::F16, &f16, &want16) {
+                panic!("{backend} {f} K={k} get_rows f16: {e}");
+            }
         }
         report.push(format!("{f} {worst:.2e}"));
     }

@@ -69,3 +69,14 @@ pub fn compare(format: Format, dtype: DType, got: &[u8], want: &[u8]) -> Result<
         )),
     }
 }
+
+/// [`compare`] of f32 values: bit-for-bit, any NaN equal to any NaN (GPUs may canonicalise NaN
+/// payloads in arithmetic: NVIDIA's driver gives 0x7FFFFFFF for d · q with a NaN d).
+pub fn compare_f32(format: Format, got: &[f32], want: &[f32]) -> Result<(), String> {
+    compare(
+        format,
+        DType::F32,
+        bytemuck::cast_slice(got),
+        bytemuck::cast_slice(want),
+    )
+}

@@ -65,3 +65,31 @@ pub fn choose(flag: Option<Backend>, subset: &[Backend]) -> Result<Backend> {
         Err(_) => bail!("{ENV}={value}: unknown backend; {takes}"),
     }
 }
+
+/// Opens with `open` the adapters `backend` names: the best one, or for [`Backend::All`] every
+/// compute adapter, where one that fails to open is named on stderr and skipped (an error only
+/// when none opens), so that a listed adapter that cannot give a device (NVIDIA's OpenGL through
+/// EGL on a machine without a display, say) does not hide the others.
+pub fn open_each<T>(
+    backend: Backend,
+    mut open: impl FnMut(&wgpu::Adapter) -> gguf_dequant::Result<T>,
+) -> gguf_dequant::Result<Vec<T>> {
+    let all = backend == Backend::All;
+    let adapters = gguf_dequant::gpu::compute_adapters(backend)?;
+    let mut opened = Vec::new();
+    let mut first_error = None;
+    for adapter in adapters.iter().take(if all { usize::MAX } else { 1 }) {
+        match open(adapter) {
+            Ok(t) => opened.push(t),
+            Err(e) if all => {
+                eprintln!("note: skipping an adapter: {e}");
+                first_error.get_or_insert(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    match first_error {
+        Some(e) if opened.is_empty() => Err(e),
+        _ => Ok(opened),
+    }
+}

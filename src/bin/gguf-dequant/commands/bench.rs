@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use gguf_dequant::bench::kernels::{KernelConfig, WeightShape, DEFAULT_SHAPES};
 use gguf_dequant::bench::{self, BenchAdapter, BenchConfig};
 use gguf_dequant::gpu::kernels::Op;
-use gguf_dequant::{Backend, DType, Format, GgufFile};
+use gguf_dequant::{DType, Format, GgufFile};
 
 use crate::args::BenchArgs;
 use crate::backend::{self, ADAPTERS};
@@ -56,12 +56,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let json_stdout = args.json.as_deref() == Some(Path::new("-"));
     let backend = backend::choose(args.backend, ADAPTERS)?;
     let adapters = if formats.iter().any(|&f| f.has_shader()) {
-        BenchAdapter::open(
-            backend,
-            backend == Backend::All,
-            args.wall,
-            args.integer_dot,
-        )?
+        backend::open_each(backend, |a| {
+            BenchAdapter::open(a, args.wall, args.integer_dot)
+        })?
     } else {
         Vec::new()
     };

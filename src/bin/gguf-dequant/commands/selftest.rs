@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use anyhow::{bail, Result};
-use gguf_dequant::gpu::{compute_adapters, EngineOptions, GpuEngine};
+use gguf_dequant::gpu::{EngineOptions, GpuEngine};
 use gguf_dequant::selftest::{self, GpuSample};
 use gguf_dequant::verify::Comparison;
 use gguf_dequant::{Backend, Format};
@@ -70,15 +70,15 @@ pub fn run(args: &SelftestArgs) -> Result<()> {
     Ok(())
 }
 
-/// The engines `backend` names: every compute adapter for [`Backend::All`], else the best one.
+/// The engines `backend` names: every compute adapter that opens for [`Backend::All`]
+/// ([`backend::open_each`]), else the best one.
 fn engines(backend: Backend) -> gguf_dequant::Result<Vec<GpuEngine>> {
     if backend != Backend::All {
         return Ok(vec![GpuEngine::new(backend)?]);
     }
-    compute_adapters(backend)?
-        .iter()
-        .map(|a| GpuEngine::from_adapter(a, EngineOptions::default()))
-        .collect()
+    backend::open_each(backend, |a| {
+        GpuEngine::from_adapter(a, EngineOptions::default())
+    })
 }
 
 fn samples_json(samples: &[GpuSample]) -> Vec<Json> {
