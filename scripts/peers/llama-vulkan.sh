@@ -9,6 +9,9 @@
 #        GiB/s = (quantised weight bytes + activations + output) / time. MUL_MAT: weight [K, N]
 #        (K = the reduction), input f32 [K, n]. Default: mv 4096 4096. PEER_TYPES=q4_0,iq3_s,... runs only
 #        those weight types (ggml's lower-case names).
+#   bash scripts/peers/llama-vulkan.sh cases [getrows|cpy|mv|mm8|mm512|all] [K N]
+#        only print the cases file `ops` runs (test-backend-ops --test-file)
+#   bash scripts/peers/llama-vulkan.sh summary < LOG                 ops' summary of a test-backend-ops perf log
 #   bash scripts/peers/llama-vulkan.sh bench MODEL [llama-bench args]   default -p 64 -n 32 -ngl 99
 #   bash scripts/peers/llama-vulkan.sh quantize IN.gguf OUT.gguf TYPE [llama-quantize args]
 #   bash scripts/peers/llama-vulkan.sh tokenize MODEL TEXT            llama-tokenize --ids
@@ -78,13 +81,13 @@ ensure() { built || build; }
 # ggml-vulkan hides CPU-type Vulkan devices (lavapipe, SwiftShader) unless they are named.
 export GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0}
 
-ops() {
+# The cases file of `ops` on stdout (no build needed: scripts/gpu/suite.sh runs it beside a staged peer).
+cases() {
     local what=${1:-mv} K=${2:-4096} N=${3:-4096}
-    ensure
     # Case lines as test-backend-ops' --test-file reads them (make_test_cases_from_file):
     #   op type ne0..ne3 n_op_params [params] n_src {src_type ne0..ne3 nb0..nb3}* name   (nb 0 = contiguous)
     # ggml 0.25.3's enum values (ggml/include/ggml.h): MUL_MAT 29, CPY 34, GET_ROWS 40.
-    PEER_TYPES=${PEER_TYPES:-} python3 - "$what" "$K" "$N" >"$C/cases.txt" <<'PYEOF'
+    PEER_TYPES=${PEER_TYPES:-} python3 - "$what" "$K" "$N" <<'PYEOF'
 import os, sys
 what, K, N = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 T = dict(f32=0, f16=1, q4_0=2, q4_1=3, q5_0=6, q5_1=7, q8_0=8, q2_K=10, q3_K=11, q4_K=12, q5_K=13, q6_K=14,
@@ -111,8 +114,18 @@ for w in kinds if what == "all" else [what]:
             out.append(f"29 0 {N} {n} 1 1 0 2 {src(t,(K,N,1,1))} {src('f32',(K,n,1,1))} mulmat_{t}_n{n}")
 print("\n".join(out))
 PYEOF
+}
+
+ops() {
+    ensure
+    cases "$@" >"$C/cases.txt"
     PEER_GPU_TARGET_GIB=${PEER_GPU_TARGET_GIB:-1} "$B/bin/test-backend-ops" perf -b Vulkan0 \
-        --test-file "$C/cases.txt" 2>&1 | tee "$C/last.log" | python3 -c '
+        --test-file "$C/cases.txt" 2>&1 | tee "$C/last.log" | summary
+}
+
+# test-backend-ops perf output (stdin) as "op type n ms GiB/s" lines.
+summary() {
+    python3 -c '
 import re, sys
 for l in sys.stdin:
     m = re.search(r"name=(\w+?)_(\w+?)_n(\d+).*?(\d+) runs -\s+([\d.]+) us/run.*?([\d.]+) GB/s", l)
@@ -128,6 +141,8 @@ cmd=${1:-}
 case "$cmd" in
 build) build ;;
 ops) ops "$@" ;;
+cases) cases "$@" ;;
+summary) summary ;;
 bench)
     [ $# -ge 1 ] || die "usage: llama-vulkan.sh bench MODEL [llama-bench args]"
     ensure
@@ -154,5 +169,5 @@ oracle)
     "$B/bin/llama-oracle" "$@"
     ;;
 dir) echo "$B" ;;
-*) die "usage: llama-vulkan.sh build|ops|bench|quantize|tokenize|oracle|dir (see the header of $0)" ;;
+*) die "usage: llama-vulkan.sh build|ops|cases|summary|bench|quantize|tokenize|oracle|dir (see the header of $0)" ;;
 esac

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The whole check on a lent GPU machine in one run (stage first: scripts/gpu/stage.sh), steps in order
+# of worth, each under a time limit, until SECONDS (default 400) are spent. Writes into OUTDIR at most
+# eight files: log.txt (the GPU and CPU, adapters, selftest on every adapter, each step's tables and
+# exit status), tests.txt (the GPU tests that need no downloaded data, on every adapter),
+# bench-vk.json (every kernel at 4096x4096: matvec batch 1 and 8, matmul 512, get_rows, matvec_id),
+# peer.txt (llama.cpp's test-backend-ops on the same GPU: matvec at 4096x4096 and at 8192x65536,
+# then 8 columns at 4096x4096), bench-vk-dequant.json (dequantisation to f32 and f16, 256 MiB of
+# output per format: smaller sizes are bound by launch latency on such a GPU), bench-vk-int.json
+# (matvec on the integer path) and bench-gl.json (matvec through OpenGL).
+#
+# What the first run on an H200 taught: test-backend-ops perf takes about 2 s per case; one weight
+# copy timed alone (--rotate-mib tiny) lets the GPU's clocks drop between dispatches, so every
+# timing here rotates; 8192x65536 weights took our bench over a minute for a few formats.
+#
+#   bash scripts/gpu/suite.sh OUTDIR [SECONDS]
+set -uo pipefail
+out=${1:?usage: suite.sh OUTDIR [SECONDS]}
+budget=${2:-400}
+cd "$(dirname "$(readlink -f "$0")")/../.."
+mkdir -p "$out"
+log=$out/log.txt
+start=$SECONDS
+run=scripts/gpu/run.sh
+# The test binary looks for spec/ under the directory it was built in.
+if [[ -f .gpu/manifest_dir && ! -e $(cat .gpu/manifest_dir) ]]; then
+    mkdir -p "$(dirname "$(cat .gpu/manifest_dir)")" && ln -s "$PWD" "$(cat .gpu/manifest_dir)"
+fi
+
+# step NAME LIMIT OUTFILE CMD...: CMD under min(LIMIT, time left), its output appended to OUTFILE.
+step() {
+    local name=$1 limit=$2 file=$3 t0=$SECONDS
+    shift 3
+    local left=$((budget - (SECONDS - start)))
+    ((limit > left)) && limit=$left
+    if ((limit < 10)); then
+        echo "== $name: not run (time spent)" >>"$log"
+        return
+    fi
+    note "$file" "== $name ($(date -u +%T), at most ${limit}s): $*"
+    timeout -k 5 "$limit" "$@" >>"$file" 2>&1
+    note "$file" "== $name: exit $? after $((SECONDS - t0))s"
+}
+
+# note FILE LINE: LINE into the log, and into FILE when that is another file.
+note() {
+    echo "$2" >>"$log"
+    [[ $1 == "$log" ]] || echo "$2" >>"$1"
+}
+
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+    grep -m1 'model name' /proc/cpuinfo
+    nproc
+} >>"$log" 2>&1
+step adapters 60 "$log" bash $run adapters
+step selftest 90 "$log" bash $run selftest --backend all
+step tests 75 "$out/tests.txt" env GPU_EXE=gpu-tests bash $run --test-threads 8 gpu_vs_cpu:: gpu_kquant:: \
+    int_dot:: kernels:: recorder:: adapters:: --skip kernels_real_models
+bench=(bash $run bench --backend vulkan --no-cpu -q)
+step bench-vk 90 "$log" "${bench[@]}" --types all --dtype none --kernels all --shape 4096x4096 --batch 1,8 \
+    --json "$out/bench-vk.json"
+cases=$(mktemp)
+for c in "mv 4096 4096" "mv 8192 65536" "mm8 4096 4096"; do
+    # shellcheck disable=SC2086
+    bash scripts/peers/llama-vulkan.sh cases $c >>"$cases"
+done
+[[ -x .gpu/peer/test-backend-ops ]] || echo "== peer: not staged" >>"$log"
+step peer 120 "$out/peer.txt" env GPU_EXE=peer PEER_GPU_TARGET_GIB=4 bash $run perf -b Vulkan0 --test-file "$cases"
+step bench-vk-dequant 60 "$log" "${bench[@]}" --types all --dtype both --mib 256 --json "$out/bench-vk-dequant.json"
+step bench-vk-int 40 "$log" "${bench[@]}" --types all --dtype none --kernels matvec --shape 4096x4096 --batch 1,8 \
+    --integer-dot --json "$out/bench-vk-int.json"
+step bench-gl 30 "$log" bash $run bench --backend gl --no-cpu -q --types all --dtype f32 --kernels matvec \
+    --shape 4096x4096 --json "$out/bench-gl.json"
+echo "== done after $((SECONDS - start))s" >>"$log"
