@@ -7,7 +7,8 @@
 # peer.txt (llama.cpp's test-backend-ops on the same GPU: matvec at 4096x4096 and at 8192x65536,
 # then 8 columns at 4096x4096), bench-vk-dequant.json (dequantisation to f32 and f16, 256 MiB of
 # output per format: smaller sizes are bound by launch latency on such a GPU), bench-vk-int.json
-# (matvec on the integer path) and bench-gl.json (matvec through OpenGL).
+# (matvec on the integer path), bench-gl.json (matvec through OpenGL) and bench-vk-1weight.json
+# (matvec and matmul with every call on one weight copy, as test-backend-ops times its cases).
 #
 # What the first run on an H200 taught: test-backend-ops perf takes about 2 s per case; one weight
 # copy timed alone (--rotate-mib tiny) lets the GPU's clocks drop between dispatches, so every
@@ -55,10 +56,10 @@ note() {
 } >>"$log" 2>&1
 step adapters 60 "$log" bash $run adapters
 step selftest 90 "$log" bash $run selftest --backend all
-step tests 75 "$out/tests.txt" env GPU_EXE=gpu-tests bash $run --test-threads 8 gpu_vs_cpu:: gpu_kquant:: \
+step tests 60 "$out/tests.txt" env GPU_EXE=gpu-tests bash $run --test-threads 8 gpu_vs_cpu:: gpu_kquant:: \
     int_dot:: kernels:: recorder:: adapters:: --skip kernels_real_models
 bench=(bash $run bench --backend vulkan --no-cpu -q)
-step bench-vk 90 "$log" "${bench[@]}" --types all --dtype none --kernels all --shape 4096x4096 --batch 1,8 \
+step bench-vk 100 "$log" "${bench[@]}" --types all --dtype none --kernels all --shape 4096x4096 --batch 1,8 \
     --json "$out/bench-vk.json"
 cases=$(mktemp)
 for c in "mv 4096 4096" "mv 8192 65536" "mm8 4096 4096"; do
@@ -66,10 +67,12 @@ for c in "mv 4096 4096" "mv 8192 65536" "mm8 4096 4096"; do
     bash scripts/peers/llama-vulkan.sh cases $c >>"$cases"
 done
 [[ -x .gpu/peer/test-backend-ops ]] || echo "== peer: not staged" >>"$log"
-step peer 120 "$out/peer.txt" env GPU_EXE=peer PEER_GPU_TARGET_GIB=4 bash $run perf -b Vulkan0 --test-file "$cases"
-step bench-vk-dequant 60 "$log" "${bench[@]}" --types all --dtype both --mib 256 --json "$out/bench-vk-dequant.json"
-step bench-vk-int 40 "$log" "${bench[@]}" --types all --dtype none --kernels matvec --shape 4096x4096 --batch 1,8 \
+step peer 90 "$out/peer.txt" env GPU_EXE=peer PEER_GPU_TARGET_GIB=4 bash $run perf -b Vulkan0 --test-file "$cases"
+step bench-vk-1weight 45 "$log" "${bench[@]}" --types all --dtype none --kernels matvec,matmul --shape 4096x4096 \
+    --batch 1,8 --one-weight --json "$out/bench-vk-1weight.json"
+step bench-vk-dequant 45 "$log" "${bench[@]}" --types all --dtype both --mib 256 --json "$out/bench-vk-dequant.json"
+step bench-vk-int 30 "$log" "${bench[@]}" --types all --dtype none --kernels matvec --shape 4096x4096 --batch 1,8 \
     --integer-dot --json "$out/bench-vk-int.json"
-step bench-gl 30 "$log" bash $run bench --backend gl --no-cpu -q --types all --dtype f32 --kernels matvec \
+step bench-gl 20 "$log" bash $run bench --backend gl --no-cpu -q --types all --dtype f32 --kernels matvec \
     --shape 4096x4096 --json "$out/bench-gl.json"
 echo "== done after $((SECONDS - start))s" >>"$log"

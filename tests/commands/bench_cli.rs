@@ -302,6 +302,54 @@ fn bench_budget_shrinks_rotation_and_runs() {
     }
 }
 
+/// `--one-weight`: the same number of calls per timed run as the rotation plans, all on one
+/// weight copy (and one f16 copy), said in the JSON and under the table.
+#[test]
+fn bench_one_weight_times_the_planned_calls_on_one_copy() {
+    const TEST: &str = "bench_one_weight_times_the_planned_calls_on_one_copy";
+    let dir = tempfile::tempdir().unwrap();
+    for backend in BACKENDS {
+        if !have(backend, TEST) {
+            continue;
+        }
+        let path = dir.path().join(format!("{backend}-one-weight.json"));
+        let args = [
+            "--types",
+            "q4_0",
+            "--dtype",
+            "none",
+            "--no-cpu",
+            "--kernels",
+            "matvec,get_rows",
+            "--shape",
+            "256x64",
+            "--rotate-mib",
+            "1",
+        ];
+        let table = bench_into(backend, &path, &[&args[..], &["--one-weight"]].concat());
+        assert!(
+            table.contains("on one weight copy (--one-weight"),
+            "{table}"
+        );
+        let json: Json = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let kernels = json["kernels"].as_array().unwrap();
+        assert_eq!(kernels.len(), 2, "{json}");
+        for r in kernels {
+            assert_eq!(r["one_weight"], true, "{r}");
+            // 1 MiB over a 9 KiB weight: many calls, though only one copy exists.
+            assert!(u(r, "rotation_pairs") > 1, "{r}");
+            positive(r, "seconds", r);
+        }
+        let matvec = kernels.iter().find(|r| r["kernel"] == "matvec").unwrap();
+        assert!(u(matvec, "unfused_rotation_pairs") > 1, "{matvec}");
+        bench_into(backend, &path, &args);
+        let json: Json = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for r in json["kernels"].as_array().unwrap() {
+            assert_eq!(r["one_weight"], false, "{r}");
+        }
+    }
+}
+
 #[test]
 fn bench_svg_and_json_to_stdout() {
     const TEST: &str = "bench_svg_and_json_to_stdout";

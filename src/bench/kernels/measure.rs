@@ -34,13 +34,24 @@ struct Setup {
     /// `"Q4_0 4096x4096 … on llvmpipe (vulkan)"` for progress.
     on: String,
     weight_bytes: u64,
-    /// The weight copies a timed run can go through (as many as planned on the weight's bytes).
+    /// The weight copies a timed run goes through: as many as planned on the weight's bytes, or
+    /// one ([`KernelConfig::one_weight`]).
     weights: Vec<ResidentTensor>,
+    /// Calls a timed run makes (at most): one per weight copy, or as many as there would be
+    /// copies, all on the one weight.
+    calls: usize,
     /// The reference dequantisation to f32 and its traffic.
     dequant: GpuFigures,
     dequant_bytes: u64,
     /// X: enough columns for every row.
     x: wgpu::Buffer,
+}
+
+impl Setup {
+    /// The weight call `i` reads.
+    fn weight(&self, i: usize) -> &ResidentTensor {
+        &self.weights[i % self.weights.len()]
+    }
 }
 
 /// One measured call: seconds per call, how it was timed and over what rotation, the bytes and
@@ -72,15 +83,19 @@ fn whole_job<'a>(
     }
 }
 
-/// A matvec of `batch` columns on each of `weights`, into `ys` cyclically.
+/// `calls` matvecs of `batch` columns on `weights` and into `ys`, each taken cyclically.
 fn matvec_jobs<'a>(
     weights: &'a [ResidentTensor],
+    calls: usize,
     x: &'a wgpu::Buffer,
     ys: &'a [wgpu::Buffer],
     batch: u32,
 ) -> Vec<Job<'a>> {
-    (0..weights.len())
-        .map(|i| Job::MatVec(whole_job(&weights[i], x, &ys[i % ys.len()], batch)))
+    (0..calls)
+        .map(|i| {
+            let w = &weights[i % weights.len()];
+            Job::MatVec(whole_job(w, x, &ys[i % ys.len()], batch))
+        })
         .collect()
 }
 
@@ -173,6 +188,7 @@ impl KernelRun<'_> {
             flops: t.flops,
             seconds: t.measured.seconds,
             rotation: self.rotation(&t.measured, t.call_traffic),
+            one_weight: self.config.one_weight,
             runs: t.measured.plan.runs,
             timing: t.measured.timing,
             dequant_bytes: s.dequant_bytes,
@@ -205,7 +221,12 @@ impl KernelRun<'_> {
         let dequant = time_gpu(self.adapter, format, DType::F32, &blocks, &self.how)?;
         let rotation = plan_rotation(weight_bytes, weight_bytes, self.how.target, HOST_CAP);
         let dims = [shape.k, shape.n];
-        let weights = (0..rotation.pairs)
+        let copies = if self.config.one_weight {
+            1
+        } else {
+            rotation.pairs
+        };
+        let weights = (0..copies)
             .map(|i| {
                 ResidentTensor::upload(engine, &format!("bench weight {i}"), format, &dims, &blocks)
             })
@@ -235,6 +256,7 @@ impl KernelRun<'_> {
             on,
             weight_bytes,
             weights,
+            calls: rotation.pairs as usize,
             dequant,
             dequant_bytes: weight_bytes + 4 * shape.values(),
             x,
@@ -322,9 +344,8 @@ impl KernelRun<'_> {
             "{} {} matvec ×{batch} on {}",
             s.format, s.shape, s.on
         ));
-        let calls = s.weights.len();
-        let ys = output_pool(self.adapter, batch as u64 * s.shape.n * 4, calls as u64)?;
-        let jobs = matvec_jobs(&s.weights[..calls], &s.x, &ys, batch);
+        let ys = output_pool(self.adapter, batch as u64 * s.shape.n * 4, s.calls as u64)?;
+        let jobs = matvec_jobs(&s.weights, s.calls, &s.x, &ys, batch);
         let measured = self.time_jobs(&jobs)?;
         let unfused = if s.format == Format::F16 {
             None
@@ -333,7 +354,8 @@ impl KernelRun<'_> {
                 *f16 = Some(self.dequantise_to_f16(s)?);
             }
             let (copies, dequant_seconds, rotation) = f16.as_ref().expect("made above");
-            let matvec = self.time_jobs(&matvec_jobs(copies, &s.x, &ys, batch))?;
+            let calls = rotation.pairs as usize;
+            let matvec = self.time_jobs(&matvec_jobs(copies, calls, &s.x, &ys, batch))?;
             Some(Unfused {
                 dequant_seconds: *dequant_seconds,
                 matvec_seconds: matvec.seconds,
@@ -361,10 +383,10 @@ impl KernelRun<'_> {
         let tile = self.adapter.engine.matmul_tile();
         let traffic = matmul_traffic(s.shape, s.weight_bytes, batch, tile);
         let planned = plan_rotation(traffic, s.weight_bytes, self.how.target, HOST_CAP);
-        let calls = (planned.pairs as usize).min(s.weights.len());
+        let calls = (planned.pairs as usize).min(s.calls);
         let ys = output_pool(self.adapter, batch as u64 * s.shape.n * 4, calls as u64)?;
         let jobs: Vec<Job<'_>> = (0..calls)
-            .map(|i| Job::MatMul(whole_job(&s.weights[i], &s.x, &ys[i % ys.len()], batch)))
+            .map(|i| Job::MatMul(whole_job(s.weight(i), &s.x, &ys[i % ys.len()], batch)))
             .collect();
         Ok(Timed {
             op: Op::MatMul,
@@ -384,13 +406,13 @@ impl KernelRun<'_> {
             "{} {} get_rows ×{n_ids} on {}",
             s.format, s.shape, s.on
         ));
-        let calls = s.weights.len();
+        let calls = s.calls;
         let ids = random_ids(self.adapter, calls, n_ids, s.shape.n, 3)?;
         let outs = output_pool(self.adapter, n_ids as u64 * s.shape.k * 4, calls as u64)?;
         let jobs: Vec<Job<'_>> = (0..calls)
             .map(|i| {
                 Job::GetRows(GetRowsJob {
-                    weight: &s.weights[i],
+                    weight: s.weight(i),
                     ids: Operand::whole(&ids[i]),
                     n_ids,
                     out: Operand::whole(&outs[i % outs.len()]),
@@ -418,7 +440,7 @@ impl KernelRun<'_> {
             "{} {} matvec_id {MOE_SLOTS} of {MOE_EXPERTS} experts on {}",
             s.format, s.shape, s.on
         ));
-        let calls = s.weights.len();
+        let calls = s.calls;
         let n = s.shape.n / MOE_EXPERTS;
         let experts: Vec<ResidentTensor> = s
             .weights
@@ -433,7 +455,7 @@ impl KernelRun<'_> {
         let jobs: Vec<Job<'_>> = (0..calls)
             .map(|i| {
                 Job::MatVecId(MatVecIdJob {
-                    weight: &experts[i],
+                    weight: &experts[i % experts.len()],
                     x: Operand::whole(&s.x),
                     ids: Operand::whole(&ids[i]),
                     y: Operand::whole(&ys[i % ys.len()]),
@@ -462,8 +484,9 @@ impl KernelRun<'_> {
     }
 
     /// f16 copies of the weight (as many as a rotation planned on their bytes, or as the time
-    /// budget allows), the median seconds of one dequantisation into them (copy `i` from weight
-    /// `i mod weights`) and the rotation.
+    /// budget allows; one with [`KernelConfig::one_weight`]), the median seconds of one
+    /// dequantisation into them (call `i` from weight `i mod weights` into copy `i mod copies`)
+    /// and the rotation (its pairs: the calls a timed run makes).
     fn dequantise_to_f16(&self, s: &Setup) -> Result<(Vec<ResidentTensor>, f64, Rotation)> {
         let engine = &self.adapter.engine;
         engine.prepare(s.format, DType::F16)?;
@@ -476,7 +499,12 @@ impl KernelRun<'_> {
             self.how.target,
             self.f16_cap(s).max(dst_len),
         );
-        let mut copies = (0..rotation.pairs)
+        let n_copies = if self.config.one_weight {
+            1
+        } else {
+            rotation.pairs
+        };
+        let copies = (0..n_copies)
             .map(|i| {
                 let buffer = buffers::upload_sized(
                     engine.device(),
@@ -493,16 +521,17 @@ impl KernelRun<'_> {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
-        let measured = self.how.measure(copies.len(), |n| {
-            let copies = &copies[..n.clamp(1, copies.len())];
+        let measured = self.how.measure(rotation.pairs as usize, |n| {
+            let n = n.clamp(1, rotation.pairs as usize);
             let (t, how) = self.adapter.timer.time(engine, |encoder| {
-                for (i, copy) in copies.iter().enumerate() {
+                for i in 0..n {
+                    let copy = &copies[i % copies.len()];
                     engine.record(
                         encoder,
                         &DequantJob {
                             format: s.format,
                             dtype: DType::F16,
-                            src: &s.weights[i % s.weights.len()].parts[0].buffer,
+                            src: &s.weight(i).parts[0].buffer,
                             src_offset: 0,
                             n_blocks,
                             dst: &copy.parts[0].buffer,
@@ -512,13 +541,15 @@ impl KernelRun<'_> {
                 }
                 Ok(())
             })?;
-            Ok((t / copies.len() as f64, how))
+            Ok((t / n as f64, how))
         })?;
-        // The matvec on them reads only the copies written.
+        // The matvec on them reads only the copies written: as many calls as were timed.
+        let mut copies = copies;
         copies.truncate(measured.plan.units);
+        let calls = measured.plan.units as u64;
         let rotation = Rotation {
-            pairs: copies.len() as u64,
-            bytes_per_run: copies.len() as u64 * f16_bytes,
+            pairs: calls,
+            bytes_per_run: calls * f16_bytes,
             ..rotation
         };
         Ok((copies, measured.seconds, rotation))

@@ -141,6 +141,10 @@ pub struct KernelConfig {
     pub matmul_batch: Option<u32>,
     /// Rows each get_rows call gathers.
     pub get_rows: u32,
+    /// Every call of a timed run on one weight copy (and one f16 copy), as llama.cpp's
+    /// `test-backend-ops` times its cases, instead of distinct copies: where the weight fits
+    /// the GPU's caches the figures are then the caches' (`bench --one-weight`).
+    pub one_weight: bool,
 }
 
 impl Default for KernelConfig {
@@ -151,6 +155,7 @@ impl Default for KernelConfig {
             matvec_batches: vec![1],
             matmul_batch: None,
             get_rows: DEFAULT_GET_ROWS,
+            one_weight: false,
         }
     }
 }
@@ -274,8 +279,11 @@ pub struct KernelResult {
     pub flops: Option<u64>,
     /// Median seconds of one call.
     pub seconds: f64,
-    /// The weight copies each timed run went through.
+    /// The calls each timed run made: on as many distinct weight copies, or all on one
+    /// ([`KernelResult::one_weight`]).
     pub rotation: Rotation,
+    /// Whether every call read the same weight copy ([`KernelConfig::one_weight`]).
+    pub one_weight: bool,
     /// Timed runs (fewer than asked where the time budget ran out).
     pub runs: usize,
     /// How it was timed.
@@ -538,6 +546,7 @@ mod tests {
             flops: Some(2 * 64 * 32 * 2),
             seconds: 1e-6,
             rotation,
+            one_weight: false,
             runs: 7,
             timing: Timing::Timestamp,
             dequant_bytes: 1152 + 4 * 64 * 32,

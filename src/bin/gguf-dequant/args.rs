@@ -321,6 +321,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "REPORT.json", num_args = 1.., conflicts_with_all = [
         "model", "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
         "budget", "kernels", "shapes", "batch", "matmul_batch", "rows", "integer_dot",
+        "one_weight",
     ])]
     pub compare: Vec<PathBuf>,
     /// Formats (ggml names, comma-separated), or `all` = every format with a GPU shader. A named
@@ -385,6 +386,11 @@ pub struct BenchArgs {
     /// `dot4I8Packed`) for the formats that have one; its sums hold to a looser bound.
     #[arg(long)]
     pub integer_dot: bool,
+    /// Make every call of a kernel row's timed run on one weight copy (as llama.cpp's
+    /// test-backend-ops times its cases: the weight then stays in the GPU's caches where it
+    /// fits) instead of on distinct copies.
+    #[arg(long)]
+    pub one_weight: bool,
     /// Write the JSON report to PATH (`-`: stdout, instead of the table; no progress bar).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,

@@ -165,6 +165,7 @@ fn kernels(args: &BenchArgs) -> Result<KernelConfig> {
         matvec_batches: args.batch.clone(),
         matmul_batch: args.matmul_batch,
         get_rows: args.rows,
+        one_weight: args.one_weight,
         ..KernelConfig::default()
     };
     let mut seen = Vec::new();

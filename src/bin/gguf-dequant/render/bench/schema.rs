@@ -192,8 +192,11 @@ pub struct KernelRow {
     /// Timed runs, fewer than the report's `runs` where the budget ran out (schema 5).
     #[serde(default)]
     pub runs: Option<usize>,
-    /// Distinct weight copies each timed run went through.
+    /// Calls each timed run made, each on a distinct weight copy unless `one_weight`.
     pub rotation_pairs: u64,
+    /// Every call on one weight copy (`bench --one-weight`; absent in older reports: false).
+    #[serde(default)]
+    pub one_weight: bool,
     /// `rotation_pairs × weight_bytes`.
     pub rotation_bytes_per_run: u64,
     /// Buffer pairs of the dequantisation's own rotation.
@@ -406,6 +409,7 @@ fn kernel_row(report: &BenchReport, r: &KernelResult) -> KernelRow {
         fused_speedup: finite(r.fused_speedup()),
         runs: Some(r.runs),
         rotation_pairs: r.rotation.pairs,
+        one_weight: r.one_weight,
         rotation_bytes_per_run: r.rotation.bytes_per_run,
         dequant_rotation_pairs: r.dequant.rotation.pairs,
         unfused_rotation_pairs: u.map(|u| u.rotation.pairs),

@@ -162,17 +162,22 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
         writeln!(
             out,
             "kernels: weights [K, N] = N rows of K values, X and Y f32; ms per call, median of {} \
-             runs, each over `pairs` distinct weight copies{}; GB/s = weight bytes / time \
+             runs, each of `pairs` calls {}{}; GB/s = weight bytes / time \
              (get_rows: the gathered rows' blocks + their f32 output); GFLOPS = 2·K·N·batch / \
              time; ×copy, ×shad = GB/s ÷ the rooflines measured with the dequantisation of the \
              same tensor to f32, ×deq = GB/s ÷ that dequantisation's GB/s (in + out); f16 deq, \
              f16 mv = the unfused path (dequantise to f16, then the f16 matvec, our kernels, \
-             each timed over `pairs` f16 copies), fused× = (f16 deq + f16 mv) ÷ ms; rec µs = CPU \
+             each timed over `pairs` calls likewise), fused× = (f16 deq + f16 mv) ÷ ms; rec µs = CPU \
              time to record one dispatch with a kept Recorder (steady state), objs = wgpu objects \
              its steady-state step created; 1shot = the same for GpuEngine::record_* (a recorder \
              of its own per call: µs per dispatch, objects per call); matvec_id: one token, {} of \
              {} experts of N / {} rows",
             report.runs,
+            if report.kernels.iter().any(|r| r.one_weight) {
+                "on one weight copy (--one-weight: it stays in the GPU's caches where it fits)"
+            } else {
+                "on as many distinct weight copies"
+            },
             budget_note(report.budget, report.kernels.iter().map(|r| r.runs)),
             MOE_SLOTS,
             MOE_EXPERTS,
