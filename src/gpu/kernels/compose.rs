@@ -265,7 +265,7 @@ macro_rules! lib_file {
 /// The WGSL of `key`: the variant's constants (`B` columns, `T` invocations per row), the grids
 /// binding where the format reads it, the format's decode module (with its output packer for
 /// get_rows), `rows.wgsl`, the x reader of the matvec kernels and the kernel file, then for
-/// the matvec kernels their row dot (`row_dot.wgsl` and [`block_dot`], or on the integer path
+/// the matvec kernels their row dot (`row_dot.wgsl` and `block_dot`, or on the integer path
 /// `matvec_q8.wgsl` alone). Errors: a format without a shader.
 pub fn kernel_source(key: &KernelKey) -> Result<String> {
     let packer = match (key.op, key.dtype) {
