@@ -221,12 +221,7 @@ impl KernelRun<'_> {
         let dequant = time_gpu(self.adapter, format, DType::F32, &blocks, &self.how)?;
         let rotation = plan_rotation(weight_bytes, weight_bytes, self.how.target, HOST_CAP);
         let dims = [shape.k, shape.n];
-        let copies = if self.config.one_weight {
-            1
-        } else {
-            rotation.pairs
-        };
-        let weights = (0..copies)
+        let weights = (0..self.copies(rotation.pairs))
             .map(|i| {
                 ResidentTensor::upload(engine, &format!("bench weight {i}"), format, &dims, &blocks)
             })
@@ -261,6 +256,16 @@ impl KernelRun<'_> {
             dequant_bytes: weight_bytes + 4 * shape.values(),
             x,
         })
+    }
+
+    /// Distinct copies for a timed run of `calls` calls: one each, or one in all
+    /// ([`KernelConfig::one_weight`]).
+    fn copies(&self, calls: u64) -> u64 {
+        if self.config.one_weight {
+            1
+        } else {
+            calls
+        }
     }
 
     fn matmul_batch(&self) -> u32 {
@@ -503,12 +508,7 @@ impl KernelRun<'_> {
             self.how.target,
             self.f16_cap(s).max(dst_len),
         );
-        let n_copies = if self.config.one_weight {
-            1
-        } else {
-            rotation.pairs
-        };
-        let copies = (0..n_copies)
+        let mut copies = (0..self.copies(rotation.pairs))
             .map(|i| {
                 let buffer = buffers::upload_sized(
                     engine.device(),
@@ -548,7 +548,6 @@ impl KernelRun<'_> {
             Ok((t / n as f64, how))
         })?;
         // The matvec on them reads only the copies written: as many calls as were timed.
-        let mut copies = copies;
         copies.truncate(measured.plan.units);
         let calls = measured.plan.units as u64;
         let rotation = Rotation {
