@@ -28,7 +28,7 @@ const N_VALUES: usize = 1 << 20;
 
 fn adapter() -> Option<BenchAdapter> {
     let opened = gguf_dequant::gpu::compute_adapters(Backend::Auto)
-        .and_then(|a| BenchAdapter::open(&a[0], false, false));
+        .and_then(|a| BenchAdapter::open(&a[0], false, Default::default()));
     match opened {
         Ok(a) => Some(a),
         Err(e) => {

@@ -7,12 +7,14 @@
 # peer.txt (llama.cpp's test-backend-ops on the same GPU: matvec at 4096x4096 and at 8192x65536,
 # then 8 columns at 4096x4096), bench-vk-dequant.json (dequantisation to f32 and f16, 256 MiB of
 # output per format: smaller sizes are bound by launch latency on such a GPU), bench-vk-int.json
-# (matvec on the integer path), bench-gl.json (matvec through OpenGL) and bench-vk-1weight.json
-# (matvec and matmul with every call on one weight copy, as test-backend-ops times its cases).
+# (matvec on the integer path), bench-vk-1weight.json (matvec and matmul with every call on one
+# weight copy, as test-backend-ops times its cases) and bench-vk-rolled.json (matvec with rows a
+# chunk per step, `--no-unroll`: against bench-vk.json's unrolled rows).
 #
 # What the first run on an H200 taught: test-backend-ops perf takes about 2 s per case; one weight
 # copy timed alone (--rotate-mib tiny) lets the GPU's clocks drop between dispatches, so every
 # timing here rotates; 8192x65536 weights took our bench over a minute for a few formats.
+# NVIDIA's GL (through EGL) gives no device there ("Parent device is lost"), so nothing runs on GL.
 #
 #   bash scripts/gpu/suite.sh OUTDIR [SECONDS]
 set -uo pipefail
@@ -70,9 +72,9 @@ done
 step peer 90 "$out/peer.txt" env GPU_EXE=peer PEER_GPU_TARGET_GIB=4 bash $run perf -b Vulkan0 --test-file "$cases"
 step bench-vk-1weight 45 "$log" "${bench[@]}" --types all --dtype none --kernels matvec,matmul --shape 4096x4096 \
     --batch 1,8 --one-weight --json "$out/bench-vk-1weight.json"
+step bench-vk-rolled 40 "$log" "${bench[@]}" --types all --dtype none --kernels matvec --shape 4096x4096 \
+    --batch 1,8 --no-unroll --json "$out/bench-vk-rolled.json"
 step bench-vk-dequant 45 "$log" "${bench[@]}" --types all --dtype both --mib 256 --json "$out/bench-vk-dequant.json"
 step bench-vk-int 30 "$log" "${bench[@]}" --types all --dtype none --kernels matvec --shape 4096x4096 --batch 1,8 \
     --integer-dot --json "$out/bench-vk-int.json"
-step bench-gl 20 "$log" bash $run bench --backend gl --no-cpu -q --types all --dtype f32 --kernels matvec \
-    --shape 4096x4096 --json "$out/bench-gl.json"
 echo "== done after $((SECONDS - start))s" >>"$log"

@@ -1,7 +1,8 @@
 // Matrix-vector products on raw blocks: y = W x for B (1..8, or 16) columns, and ggml's
-// MUL_MAT_ID (expert-indexed rows). Composed by src/gpu/kernels/compose.rs after two prepended
-// constants, B (columns) and T (invocations per row: 1 on CPU adapters; on GPUs the adapter's
-// smallest subgroup where it has subgroups, else 64), the weight's decode module, rows.wgsl, the
+// MUL_MAT_ID (expert-indexed rows). Composed by src/gpu/kernels/compose.rs after three prepended
+// constants, B (columns), T (invocations per row: 1 on CPU adapters; on GPUs the adapter's
+// smallest subgroup where it has subgroups, else 64) and U (with T > 1, chunks per loop step:
+// 4, their loads issued together; else 1), the weight's decode module, rows.wgsl, the
 // x reader (x_scalar.wgsl, x_vec4.wgsl when K is a multiple of 4 and x 16-byte aligned, or
 // x_shared.wgsl: one invocation per row on a device with subgroups) and the row reduction
 // (reduce_tree.wgsl, or reduce_subgroup.wgsl), and followed by the row dot (row_dot.wgsl, then

@@ -33,7 +33,27 @@ fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32) -> array<f32, B> {
         return acc;
     }
     let n_chunks = (k + 7u) / 8u;
-    for (var c = t; c < n_chunks; c += T) {
+    var c = t;
+    if (U > 1u) {
+        // U of this invocation's chunks per step (c, c + T, ...; all inside the row), every one
+        // decoded before any is summed, so that their loads are in flight together; added in
+        // the order of the loop below, so the sums are its sums.
+        let whole = k / 8u;
+        for (; c + (U - 1u) * T < whole; c += U * T) {
+            var v: array<array<vec4<f32>, 2>, U>;
+            for (var u = 0u; u < U; u++) {
+                v[u] = chunk8(row_base, c + u * T);
+            }
+            for (var u = 0u; u < U; u++) {
+                let at = x_at + 8u * (c + u * T);
+                for (var b = 0u; b < B; b++) {
+                    let xs = x8(at + b * k);
+                    acc[b] += dot(v[u][0], xs[0]) + dot(v[u][1], xs[1]);
+                }
+            }
+        }
+    }
+    for (; c < n_chunks; c += T) {
         var v = chunk8(row_base, c);
         let at = x_at + 8u * c;
         if (8u * c + 8u <= k) {

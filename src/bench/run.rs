@@ -127,6 +127,7 @@ impl BenchAdapter {
             timing: self.timer.timing(),
             rotation_target: self.rotation_target(config),
             integer_dot: self.engine.matvec_integer_dot(),
+            unroll: self.engine.matvec_unroll(),
         }
     }
 }
@@ -147,6 +148,8 @@ pub struct AdapterReport {
     pub rotation_target: u64,
     /// Whether its matvec rows ran on the integer path ([`crate::gpu::EngineOptions::matvec_integer_dot`]).
     pub integer_dot: bool,
+    /// Whether its matvec rows were unrolled ([`crate::gpu::GpuEngine::matvec_unroll`]).
+    pub unroll: bool,
 }
 
 /// One (adapter, format, dtype) row.

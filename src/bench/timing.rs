@@ -22,15 +22,15 @@ pub struct BenchAdapter {
 }
 
 impl BenchAdapter {
-    /// Opens `adapter` for benchmarking: `wall` times with the wall clock even where the adapter
-    /// has timestamp queries; `integer_dot` puts matvec on the integer path
-    /// ([`EngineOptions::matvec_integer_dot`]). The shader copy is compiled and its output
-    /// checked word for word ([`ShaderCopy::check`]).
-    pub fn open(adapter: &wgpu::Adapter, wall: bool, integer_dot: bool) -> Result<BenchAdapter> {
-        let options = EngineOptions {
-            matvec_integer_dot: integer_dot,
-            ..EngineOptions::default()
-        };
+    /// Opens `adapter` for benchmarking with an engine of `options` (the kernels' choices, such
+    /// as [`EngineOptions::matvec_integer_dot`]): `wall` times with the wall clock even where
+    /// the adapter has timestamp queries. The shader copy is compiled and its output checked
+    /// word for word ([`ShaderCopy::check`]).
+    pub fn open(
+        adapter: &wgpu::Adapter,
+        wall: bool,
+        options: EngineOptions,
+    ) -> Result<BenchAdapter> {
         let engine = GpuEngine::from_adapter(adapter, options)?;
         let timer = if wall {
             GpuTimer::wall()

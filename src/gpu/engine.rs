@@ -45,6 +45,11 @@ pub struct EngineOptions {
     /// Applies to `matvec` and to `matmul` on CPU adapters (its matvecs); the other kernels and
     /// formats keep the f32 path.
     pub matvec_integer_dot: bool,
+    /// Unroll the matvec rows of several invocations (default `true`): each invocation decodes
+    /// four of its chunks per loop step before summing them, so that
+    /// their loads are in flight together ([`GpuEngine::matvec_unroll`]); the same sums, bit
+    /// for bit. `false`: one chunk per step. Tests and `bench --no-unroll` set it to compare.
+    pub matvec_unroll: bool,
 }
 
 impl Default for EngineOptions {
@@ -58,6 +63,7 @@ impl Default for EngineOptions {
             matvec_threads_per_row: None,
             matvec_subgroups: true,
             matvec_integer_dot: false,
+            matvec_unroll: true,
         }
     }
 }
@@ -240,6 +246,7 @@ impl GpuEngine {
             subgroups,
             x_lanes,
             int_dot: options.matvec_integer_dot,
+            unroll: options.matvec_unroll && threads > 1,
         };
         let kernels = Arc::new(kernels::KernelSet::new(
             device.clone(),

@@ -297,6 +297,61 @@ gpu_test!(
     }
 );
 
+/// Unrolled matvec rows (several invocations per row: 8, and 64 as on GPUs, each decoding
+/// `MATVEC_UNROLL` chunks per loop step) against the same rows a chunk per step: every format,
+/// rows long enough for whole steps and a ragged rest (a ragged row end for the one-value
+/// formats), 1 and 3 columns and matvec_id, within the bound of the f64 reference and
+/// bit-identical to the rolled rows on the same device.
+fn unrolled_against_rolled(engine: &GpuEngine) {
+    let backend = label(engine);
+    let open = |threads: u32, unroll: bool| {
+        GpuEngine::from_device(
+            engine.device().clone(),
+            engine.queue().clone(),
+            EngineOptions {
+                matvec_threads_per_row: Some(threads),
+                matvec_unroll: unroll,
+                ..EngineOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    for t in [8, 64] {
+        let (unrolled, rolled) = (open(t, true), open(t, false));
+        assert!(unrolled.matvec_unroll() && !rolled.matvec_unroll());
+        for (fi, &f) in formats::WITH_SHADER.iter().enumerate() {
+            let b = f.block_elems();
+            // 2304 values are 288 chunks: whole steps of 4 chunks of 8 or 64 invocations, then
+            // the rest; plus one block, or 13 values (a ragged last chunk).
+            let k = if b == 1 { 2304 + 13 } else { 2304 + b };
+            let n = 5;
+            let raw = weights(f, k * n, 1700 + fi as u64);
+            let dims = [k as u64, n as u64, 1];
+            let wu = ResidentTensor::upload(&unrolled, "w", f, &dims, &raw).unwrap();
+            let wr = ResidentTensor::upload(&rolled, "w", f, &dims, &raw).unwrap();
+            for batch in [1, 3] {
+                let x = inputs(batch * k, fi as u64);
+                let what = format!("{backend} {f} T={t} K={k} matvec {batch}");
+                let want = ops::mul_mat(f, &raw, k, &x, batch).unwrap();
+                let got = unrolled.matvec(&wu, &x, batch).unwrap();
+                within(&what, &want, &got);
+                assert_eq!(
+                    bits(got),
+                    bits(rolled.matvec(&wr, &x, batch).unwrap()),
+                    "{what}"
+                );
+            }
+            let (ids, x) = ([0u32, 0], inputs(k, fi as u64));
+            let got = unrolled.matvec_id(&wu, &x, &ids, 2, false).unwrap();
+            let reference = rolled.matvec_id(&wr, &x, &ids, 2, false).unwrap();
+            assert_eq!(bits(got), bits(reference), "{backend} {f} T={t} matvec_id");
+        }
+    }
+    eprintln!("[kernels] {backend}: unrolled rows bit-identical to rolled ones, 8 and 64 invocations per row");
+}
+gpu_test!(kernels_unrolled_rows, unrolled_against_rolled);
+
 /// A tensor in two buffers (rows 0..a and a..n) and bindings far smaller than the tensor: every
 /// dispatch binds one run of whole rows, and matvec and matmul split their columns.
 fn split_tensors(engine: &GpuEngine) {

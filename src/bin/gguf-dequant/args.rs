@@ -321,7 +321,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "REPORT.json", num_args = 1.., conflicts_with_all = [
         "model", "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
         "budget", "kernels", "shapes", "batch", "matmul_batch", "rows", "integer_dot",
-        "one_weight",
+        "one_weight", "no_unroll",
     ])]
     pub compare: Vec<PathBuf>,
     /// Formats (ggml names, comma-separated), or `all` = every format with a GPU shader. A named
@@ -386,6 +386,10 @@ pub struct BenchArgs {
     /// `dot4I8Packed`) for the formats that have one; its sums hold to a looser bound.
     #[arg(long)]
     pub integer_dot: bool,
+    /// Run the matvec rows of several invocations (GPUs) one chunk per loop step instead of
+    /// four with their loads issued together: the same sums, for comparing the two.
+    #[arg(long)]
+    pub no_unroll: bool,
     /// Make every call of a kernel row's timed run on one weight copy (as llama.cpp's
     /// test-backend-ops times its cases: the weight then stays in the GPU's caches where it
     /// fits) instead of on distinct copies.

@@ -164,6 +164,12 @@ impl GpuEngine {
         self.kernels.plan.x_lanes
     }
 
+    /// Whether matvec rows of several invocations are unrolled ([`KernelKey::unroll`]:
+    /// [`crate::gpu::EngineOptions::matvec_unroll`] and more than one invocation per row).
+    pub fn matvec_unroll(&self) -> bool {
+        self.kernels.plan.unroll
+    }
+
     /// Whether matvec takes the integer path where the format has one
     /// ([`crate::gpu::EngineOptions::matvec_integer_dot`]).
     pub fn matvec_integer_dot(&self) -> bool {

@@ -11,6 +11,9 @@ use crate::{DType, Format, Result};
 /// the powers of two up to the workgroup.
 pub const MATVEC_THREADS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
+/// Chunks per loop step of an unrolled matvec row ([`KernelKey::unroll`]).
+pub const MATVEC_UNROLL: u32 = 4;
+
 /// One compiled kernel: the op, the weight's format and the variant. Fields an op does not use
 /// hold their defaults (columns and threads 1, scalar x, f32 out), so equal kernels have equal
 /// keys; build keys with the constructors.
@@ -39,6 +42,12 @@ pub struct KernelKey {
     /// values at a time) and `subgroupBroadcast` hands them to all (every row reads the same
     /// x). Same values, same sums.
     pub x_lanes: u32,
+    /// matvec, matvec_id with several invocations per row: 8-value chunks per loop step, 1 or
+    /// 4 (`MATVEC_UNROLL`). Unrolled, an invocation decodes that many of its chunks (`T` apart)
+    /// before it sums any, so that their loads are in flight together (a GPU waits out a
+    /// memory latency per step: at 4096 × 4096 a row of 32 invocations takes 16 steps), and
+    /// adds them in the same order: the same sums, bit for bit.
+    pub unroll: u32,
     /// matvec of a format in [`INT_DOT_FORMATS`]: the integer path (`matvec_q8.wgsl`: x
     /// quantised to int8 codes beforehand, products through `dot4I8Packed`); x is then the codes
     /// and scales, not f32 values, so `vec_x`, `vec_w` and `x_lanes` are off. Other sums: see
@@ -59,6 +68,7 @@ impl KernelKey {
             vec_w: false,
             subgroups: false,
             x_lanes: 1,
+            unroll: 1,
             int_dot: false,
             dtype: DType::F32,
         }
@@ -108,6 +118,20 @@ impl KernelKey {
         }
     }
 
+    /// This matvec or matvec_id key with four chunks per loop step
+    /// ([`KernelKey::unroll`]) where `on`, the key has more than one invocation per row and is
+    /// not on the integer path (else unchanged).
+    pub const fn with_unroll(self, on: bool) -> KernelKey {
+        if on && self.threads > 1 && !self.int_dot && matches!(self.op, Op::MatVec | Op::MatVecId) {
+            KernelKey {
+                unroll: MATVEC_UNROLL,
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+
     /// This matvec or matvec_id key with the weight read four words per load
     /// ([`KernelKey::vec_w`]) where `on` and the format has that reader (F16, BF16; else
     /// unchanged).
@@ -129,6 +153,7 @@ impl KernelKey {
                 vec_x: false,
                 vec_w: false,
                 x_lanes: 1,
+                unroll: 1,
                 ..self
             }
         } else {
@@ -159,8 +184,8 @@ impl KernelKey {
     /// Every kernel the engine can compile: each op for each format with a shader, over every
     /// variant (columns 1..=8 and [`MATMUL_CPU_COLUMNS`], every entry of [`MATVEC_THREADS`],
     /// scalar and vec4 x, F16 and BF16 weights read a word or four words per load, both row
-    /// reductions, x shared by 2, 4 and 8 lanes, the integer path of the formats that have one,
-    /// the three output dtypes).
+    /// reductions, rolled and unrolled rows, x shared by 2, 4 and 8 lanes, the integer path of
+    /// the formats that have one, the three output dtypes).
     pub fn all() -> Vec<KernelKey> {
         let columns = (1..=MATVEC_MAX_BATCH).chain([MATMUL_CPU_COLUMNS]);
         let mut out = Vec::new();
@@ -223,14 +248,19 @@ impl KernelKey {
 
 /// `key` and its variants: the weight read four words per load where the format can, and
 /// for each the subgroup ones (the row reduction for several invocations per row, x shared by
-/// 2, 4 and 8 lanes for one).
+/// 2, 4 and 8 lanes for one) and for several invocations per row the unrolled ones.
 fn push_matvec(out: &mut Vec<KernelKey>, key: KernelKey) {
     let wide = key.with_vec_w(true);
     let readers: &[KernelKey] = if wide.vec_w { &[key, wide] } else { &[key] };
     for &key in readers {
         out.push(key);
         if key.threads > 1 {
-            out.push(key.with_subgroups(true));
+            let unrolled = key.with_unroll(true);
+            out.extend([
+                key.with_subgroups(true),
+                unrolled,
+                unrolled.with_subgroups(true),
+            ]);
         } else {
             out.extend(X_LANES.map(|n| key.with_x_lanes(n)));
         }
@@ -262,7 +292,8 @@ macro_rules! lib_file {
     };
 }
 
-/// The WGSL of `key`: the variant's constants (`B` columns, `T` invocations per row), the grids
+/// The WGSL of `key`: the variant's constants (`B` columns, `T` invocations per row, `U` chunks
+/// per loop step), the grids
 /// binding where the format reads it, the format's decode module (with its output packer for
 /// get_rows), `rows.wgsl`, the x reader of the matvec kernels and the kernel file, then for
 /// the matvec kernels their row dot (`row_dot.wgsl` and `block_dot`, or on the integer path
@@ -283,8 +314,8 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
     let header = match key.op {
         Op::MatVec | Op::MatVecId => {
             format!(
-                "const B: u32 = {}u;\nconst T: u32 = {}u;\n",
-                key.columns, key.threads
+                "const B: u32 = {}u;\nconst T: u32 = {}u;\nconst U: u32 = {}u;\n",
+                key.columns, key.threads, key.unroll
             )
         }
         Op::GetRows | Op::MatMul => String::new(),
@@ -489,9 +520,10 @@ mod tests {
     #[test]
     fn keys_cover_every_variant_once() {
         let all = KernelKey::all();
-        // Every thread count but 1 also has the subgroup reduction; 1 has shared x.
+        // Every thread count but 1 also has the subgroup reduction, and both unrolled; 1 has
+        // shared x.
         let reductions = 2 * MATVEC_THREADS.len() - 1;
-        let matvecs = (reductions + X_LANES.len()) * 2;
+        let matvecs = (reductions + 2 * (MATVEC_THREADS.len() - 1) + X_LANES.len()) * 2;
         // F16 and BF16 have each matvec twice: a word, or four words of the weight per load.
         let per_format = |f: &Format| {
             let readers = if matches!(f, Format::F16 | Format::BF16) {

@@ -97,6 +97,7 @@ impl Recorder {
                     .with_subgroups(plan.subgroups)
                     .with_x_lanes(plan.x_lanes)
                     .with_int_dot(int_dot)
+                    .with_unroll(plan.unroll)
             };
             let (pipeline, layout) = set.pipeline(&key)?;
             let codes = if key.int_dot {
@@ -380,7 +381,8 @@ impl Recorder {
         let key = KernelKey::matvec_id(s.format, plan.threads, vec_x)
             .with_vec_w(aligned_rows(&s, &runs))
             .with_subgroups(plan.subgroups)
-            .with_x_lanes(plan.x_lanes);
+            .with_x_lanes(plan.x_lanes)
+            .with_unroll(plan.unroll);
         let (pipeline, layout) = set.pipeline(&key)?;
         let (gx, gy) = windows::grid(n.div_ceil(rows_per_group), plan.max_dim);
         let mut p0 = 0;

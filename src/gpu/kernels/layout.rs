@@ -103,6 +103,9 @@ pub(crate) struct Plan {
     pub(crate) x_lanes: u32,
     /// Whether matvec takes the integer path where the format has one.
     pub(crate) int_dot: bool,
+    /// Whether matvec rows of several invocations are unrolled (see
+    /// [`super::KernelKey::unroll`]).
+    pub(crate) unroll: bool,
 }
 
 /// The kernels' state on one device, shared by the engine and every [`super::Recorder`].

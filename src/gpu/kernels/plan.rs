@@ -196,6 +196,7 @@ mod tests {
             subgroups: false,
             x_lanes: 1,
             int_dot: false,
+            unroll: false,
         }
     }
 

@@ -10,6 +10,7 @@ use anyhow::{bail, Result};
 use gguf_dequant::bench::kernels::{KernelConfig, WeightShape, DEFAULT_SHAPES};
 use gguf_dequant::bench::{self, BenchAdapter, BenchConfig};
 use gguf_dequant::gpu::kernels::Op;
+use gguf_dequant::gpu::EngineOptions;
 use gguf_dequant::{DType, Format, GgufFile};
 
 use crate::args::BenchArgs;
@@ -57,7 +58,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let backend = backend::choose(args.backend, ADAPTERS)?;
     let adapters = if formats.iter().any(|&f| f.has_shader()) {
         backend::open_each(backend, |a| {
-            BenchAdapter::open(a, args.wall, args.integer_dot)
+            let options = EngineOptions {
+                matvec_integer_dot: args.integer_dot,
+                matvec_unroll: !args.no_unroll,
+                ..EngineOptions::default()
+            };
+            BenchAdapter::open(a, args.wall, options)
         })?
     } else {
         Vec::new()

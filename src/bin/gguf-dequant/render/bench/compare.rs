@@ -45,7 +45,7 @@ pub fn write_compare(reports: &[(String, Report)], out: &mut dyn Write) -> std::
                 out,
                 "A{}: {}\n    {}, driver {}, {} timing; host {}, gguf-dequant {}, {} ({file})\n    \
                  {}, rotation target {:.0} MiB; rooflines (median): buffer copy {} GB/s, \
-                 shader copy {} GB/s{}",
+                 shader copy {} GB/s{}{}",
                 columns.len(),
                 adapter_label(r, a, hosts),
                 a.device_type,
@@ -64,6 +64,11 @@ pub fn write_compare(reports: &[(String, Report)], out: &mut dyn Write) -> std::
                 fmt(a.shader_copy_gb_per_s, 2),
                 if a.matvec_integer_dot {
                     "; matvec on the integer path"
+                } else {
+                    ""
+                },
+                if a.matvec_unroll {
+                    "; matvec rows unrolled"
                 } else {
                     ""
                 },

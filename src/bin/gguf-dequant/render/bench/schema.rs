@@ -74,6 +74,10 @@ pub struct Adapter {
     /// (`bench --integer-dot`; absent in older reports: false).
     #[serde(default)]
     pub matvec_integer_dot: bool,
+    /// matvec rows of several invocations unrolled, several chunks per loop step (GPUs, unless
+    /// `bench --no-unroll`; absent in older reports, whose rows were not: false).
+    #[serde(default)]
+    pub matvec_unroll: bool,
     /// Median over this adapter's rows of the buffer-copy roofline, GB/s (without dequantisation
     /// rows: over its kernel rows' references).
     pub copy_gb_per_s: Option<f64>,
@@ -318,6 +322,7 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
             timing: a.timing.name().to_string(),
             rotation_target_bytes: a.rotation_target,
             matvec_integer_dot: a.integer_dot,
+            matvec_unroll: a.unroll,
             copy_gb_per_s: of(i, BenchResult::copy_gb_per_s)
                 .or_else(|| of_kernels(i, KernelResult::copy_gb_per_s)),
             shader_copy_gb_per_s: of(i, BenchResult::shader_copy_gb_per_s)

@@ -36,7 +36,7 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
     for (i, a) in report.adapters.iter().enumerate() {
         writeln!(
             out,
-            "adapter {i}: {} ({}, {}, driver {}); GPU times from {}{}{}",
+            "adapter {i}: {} ({}, {}, driver {}); GPU times from {}{}{}{}",
             a.name,
             a.backend,
             a.device_type,
@@ -52,6 +52,11 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
             },
             if a.integer_dot {
                 "; matvec on the integer path (--integer-dot)"
+            } else {
+                ""
+            },
+            if a.unroll {
+                "; matvec rows unrolled"
             } else {
                 ""
             }
