@@ -3,16 +3,17 @@
 //! ```text
 //! cpu_throughput gen FORMAT N_VALUES SEED FILE   # write random blocks (scales finite)
 //! cpu_throughput run FORMAT FILE [OUT]           # time 1 thread and all threads; OUT = f32 LE output
-//! cpu_throughput align FORMAT FILE               # 1 thread, f32 output at each 16-byte offset
+//! cpu_throughput align FORMAT FILE [DTYPE]       # 1 thread, output at each 16-byte offset
 //! ```
 //! `run` prints one line: `FORMAT values gbps_1t gbps_all f16_1t bf16_1t f16_all bf16_all`: GB/s
 //! of f32 output on one thread and on all threads, then f16 and bf16 output (one thread, all
 //! threads) in values per second as a fraction of the f32 figure of the same thread count; each
 //! the best of several calls over rounds that time the six variants in turn.
 //!
-//! `align` prints `FORMAT gbps@0 gbps@16 gbps@32 gbps@48`: one thread's f32 output with the
-//! destination that many bytes past a 64-byte boundary (glibc places large buffers at 16), timed
-//! in turn the same way, to show what stores that cross cache lines cost on this CPU.
+//! `align` prints `FORMAT gbps@0 gbps@16 gbps@32 gbps@48`: one thread's output (DTYPE: f32, the
+//! default, f16 or bf16) with the destination that many bytes past a 64-byte boundary (glibc
+//! places large buffers at 16), in GB/s of f32 output (values/s × 4, so the dtypes compare),
+//! timed in turn the same way, to show what stores that cross cache lines cost on this CPU.
 
 use std::time::{Duration, Instant};
 
@@ -47,7 +48,7 @@ fn best_times(fs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: cpu_throughput gen FORMAT N_VALUES SEED FILE | run FORMAT FILE [OUT] \
-                 | align FORMAT FILE";
+                 | align FORMAT FILE [f32|f16|bf16]";
     let format = |s: &String| Format::from_name(s).ok_or(format!("unknown format {s}"));
     match args.first().map(String::as_str) {
         Some("gen") if args.len() == 5 => {
@@ -105,20 +106,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 all / bf16_all
             );
         }
-        Some("align") if args.len() == 3 => {
+        Some("align") if args.len() == 3 || args.len() == 4 => {
             let f = format(&args[1])?;
             let src = std::fs::read(&args[2])?;
+            let dtype = match args.get(3).map(String::as_str) {
+                None | Some("f32") => DType::F32,
+                Some("f16") => DType::F16,
+                Some("bf16") => DType::BF16,
+                Some(d) => return Err(format!("unknown dtype {d}: f32, f16 or bf16").into()),
+            };
             let n = f
                 .values_for(src.len())
                 .ok_or("not a whole number of blocks")?;
             let src = &src[..];
             const LINE: usize = 64;
+            let bytes = n * dtype.size();
             let at_offset = |offset: usize| {
-                let mut buf = vec![0.0f32; n + LINE / 4];
-                let skip = (0..LINE / 4)
-                    .find(|i| (buf.as_ptr() as usize + 4 * i) % LINE == offset)
-                    .expect("an f32 buffer is 4-byte aligned");
-                move || cpu::dequant_into(f, src, &mut buf[skip..skip + n]).expect("sizes")
+                let mut buf = vec![0.0f32; (bytes + LINE) / 4];
+                let skip = (0..LINE)
+                    .find(|i| (buf.as_ptr() as usize + i) % LINE == offset)
+                    .expect("a line holds every offset");
+                move || {
+                    let out =
+                        &mut bytemuck::cast_slice_mut::<f32, u8>(&mut buf)[skip..skip + bytes];
+                    cpu::dequant_to_bytes_with(f, src, dtype, out, Some(1)).expect("sizes")
+                }
             };
             let t = best_times(&mut [
                 &mut at_offset(0),
