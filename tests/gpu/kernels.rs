@@ -207,6 +207,38 @@ fn expert_indexed(engine: &GpuEngine) {
 }
 gpu_test!(kernels_expert_indexed, expert_indexed);
 
+/// `engine`'s matvec (1 and 3 columns) and matvec_id of `f` on a K × N weight: within the bound
+/// of the f64 reference and bit-identical to `reference`'s, an engine on the same device with
+/// other options. `seeds`: the weights', then x's.
+fn same_rows(
+    what: &str,
+    engine: &GpuEngine,
+    reference: &GpuEngine,
+    f: Format,
+    k: usize,
+    n: usize,
+    (w_seed, x_seed): (u64, u64),
+) {
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    let raw = weights(f, k * n, w_seed);
+    // One expert of N rows: matvec and matvec_id read the same tensor.
+    let dims = [k as u64, n as u64, 1];
+    let w = ResidentTensor::upload(engine, "w", f, &dims, &raw).unwrap();
+    let wr = ResidentTensor::upload(reference, "w", f, &dims, &raw).unwrap();
+    for batch in [1, 3] {
+        let x = inputs(batch * k, x_seed);
+        let want = ops::mul_mat(f, &raw, k, &x, batch).unwrap();
+        let got = engine.matvec(&w, &x, batch).unwrap();
+        within(&format!("{what} matvec {batch}"), &want, &got);
+        let same = reference.matvec(&wr, &x, batch).unwrap();
+        assert_eq!(bits(got), bits(same), "{what} matvec {batch}");
+    }
+    let (ids, x) = ([0u32, 0], inputs(k, x_seed));
+    let got = engine.matvec_id(&w, &x, &ids, 2, false).unwrap();
+    let same = reference.matvec_id(&wr, &x, &ids, 2, false).unwrap();
+    assert_eq!(bits(got), bits(same), "{what} matvec_id");
+}
+
 /// The matvec kernels' subgroup paths against the same kernels without them, where the device
 /// has `SUBGROUP` (CI: lavapipe, 8 lanes, and SwiftShader, 4; llvmpipe GL has none and keeps
 /// both fallbacks): with as many invocations per row as the adapter's smallest subgroup, the
@@ -248,31 +280,12 @@ fn subgroups_against_fallback(engine: &GpuEngine) {
     .unwrap();
     assert!(!fallback.matvec_subgroups() && fallback.matvec_x_lanes() == 1);
     assert_eq!(fallback.matvec_threads(), t);
-    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
     for (fi, &f) in formats::WITH_SHADER.iter().enumerate() {
         let b = f.block_elems();
-        let (k, n) = if b == 1 { (300, 37) } else { (3 * b, 37) };
-        let raw = weights(f, k * n, 1300 + fi as u64);
-        // One expert of N rows: matvec and matvec_id read the same tensor.
-        let dims = [k as u64, n as u64, 1];
-        let w = ResidentTensor::upload(engine, "w", f, &dims, &raw).unwrap();
-        let wf = ResidentTensor::upload(&fallback, "w", f, &dims, &raw).unwrap();
-        for batch in [1, 3] {
-            let x = inputs(batch * k, fi as u64);
-            let want = ops::mul_mat(f, &raw, k, &x, batch).unwrap();
-            let got = engine.matvec(&w, &x, batch).unwrap();
-            within(&format!("{backend} {f} T={t} matvec {batch}"), &want, &got);
-            let reference = fallback.matvec(&wf, &x, batch).unwrap();
-            assert_eq!(
-                bits(got),
-                bits(reference),
-                "{backend} {f} T={t} matvec {batch}"
-            );
-        }
-        let (ids, x) = ([0u32, 0], inputs(k, fi as u64));
-        let got = engine.matvec_id(&w, &x, &ids, 2, false).unwrap();
-        let reference = fallback.matvec_id(&wf, &x, &ids, 2, false).unwrap();
-        assert_eq!(bits(got), bits(reference), "{backend} {f} T={t} matvec_id");
+        let k = if b == 1 { 300 } else { 3 * b };
+        let what = format!("{backend} {f} T={t}");
+        let seeds = (1300 + fi as u64, fi as u64);
+        same_rows(&what, engine, &fallback, f, k, 37, seeds);
     }
     eprintln!(
         "[kernels] {backend}: {t} invocations per row, subgroup reduction {}, x shared by {} lanes: bit-identical to the fallback",
@@ -316,7 +329,6 @@ fn unrolled_against_rolled(engine: &GpuEngine) {
         )
         .unwrap()
     };
-    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
     for t in [8, 64] {
         let (unrolled, rolled) = (open(t, true), open(t, false));
         assert!(unrolled.matvec_unroll() && !rolled.matvec_unroll());
@@ -325,27 +337,9 @@ fn unrolled_against_rolled(engine: &GpuEngine) {
             // 2304 values are 288 chunks: whole steps of 4 chunks of 8 or 64 invocations, then
             // the rest; plus one block, or 13 values (a ragged last chunk).
             let k = if b == 1 { 2304 + 13 } else { 2304 + b };
-            let n = 5;
-            let raw = weights(f, k * n, 1700 + fi as u64);
-            let dims = [k as u64, n as u64, 1];
-            let wu = ResidentTensor::upload(&unrolled, "w", f, &dims, &raw).unwrap();
-            let wr = ResidentTensor::upload(&rolled, "w", f, &dims, &raw).unwrap();
-            for batch in [1, 3] {
-                let x = inputs(batch * k, fi as u64);
-                let what = format!("{backend} {f} T={t} K={k} matvec {batch}");
-                let want = ops::mul_mat(f, &raw, k, &x, batch).unwrap();
-                let got = unrolled.matvec(&wu, &x, batch).unwrap();
-                within(&what, &want, &got);
-                assert_eq!(
-                    bits(got),
-                    bits(rolled.matvec(&wr, &x, batch).unwrap()),
-                    "{what}"
-                );
-            }
-            let (ids, x) = ([0u32, 0], inputs(k, fi as u64));
-            let got = unrolled.matvec_id(&wu, &x, &ids, 2, false).unwrap();
-            let reference = rolled.matvec_id(&wr, &x, &ids, 2, false).unwrap();
-            assert_eq!(bits(got), bits(reference), "{backend} {f} T={t} matvec_id");
+            let what = format!("{backend} {f} T={t} K={k}");
+            let seeds = (1700 + fi as u64, fi as u64);
+            same_rows(&what, &unrolled, &rolled, f, k, 5, seeds);
         }
     }
     eprintln!("[kernels] {backend}: unrolled rows bit-identical to rolled ones, 8 and 64 invocations per row");
