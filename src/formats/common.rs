@@ -177,13 +177,15 @@ pub const HALF_RUN: usize = 256;
 /// `HALF_RUN / ELEMS`) decoded into a local array and rounded into `dst` by `to_half` straight
 /// away. One block per call suits a rounding inlined into the row; where the rounding is an
 /// out-of-line call, [`HALF_RUN`] values per call spread its cost (NVFP4's 64-value blocks).
+/// `to_half`'s third argument says that `no_subnormals` holds for every block of the call.
 #[inline(always)]
 pub fn half_blocks<const BYTES: usize, const ELEMS: usize>(
     src: &[u8],
     dst: &mut [[u8; 2]],
     per_call: usize,
     block: impl Fn(&[u8; BYTES], &mut [f32; ELEMS]),
-    to_half: impl Fn(&[f32], &mut [[u8; 2]]),
+    no_subnormals: impl Fn(&[u8; BYTES]) -> bool,
+    to_half: impl Fn(&[f32], &mut [[u8; 2]], bool),
 ) {
     let per_call = per_call.clamp(1, HALF_RUN / ELEMS);
     let (blocks, _) = src.as_chunks::<BYTES>();
@@ -197,7 +199,8 @@ pub fn half_blocks<const BYTES: usize, const ELEMS: usize>(
             block(b, y);
         }
         let n = blocks.len();
-        to_half(y[..n].as_flattened(), outs.as_flattened_mut());
+        let normal = blocks.iter().all(&no_subnormals);
+        to_half(y[..n].as_flattened(), outs.as_flattened_mut(), normal);
     }
 }
 
@@ -251,20 +254,23 @@ pub fn pick<const K: usize>(code: u8, h: &[u16; K]) -> u16 {
 }
 
 /// The half-precision rows of an element-wise body: runs of [`HALF_RUN`] values decoded by
-/// `decode` into a local array and rounded into `dst` by `to_half`.
+/// `decode` into a local array and rounded into `dst` by `to_half` (told whether
+/// `no_subnormals` holds for every block of the run).
 #[inline(always)]
 pub fn half_runs<const BYTES: usize, const ELEMS: usize>(
     src: &[u8],
     dst: &mut [[u8; 2]],
     decode: impl Fn(&[u8], &mut [f32]),
-    to_half: impl Fn(&[f32], &mut [[u8; 2]]),
+    no_subnormals: impl Fn(&[u8; BYTES]) -> bool,
+    to_half: impl Fn(&[f32], &mut [[u8; 2]], bool),
 ) {
     let mut y = [0.0f32; HALF_RUN];
     let step = HALF_RUN / ELEMS * BYTES;
     for (s, o) in src.chunks(step).zip(dst.chunks_mut(HALF_RUN)) {
         let y = &mut y[..o.len()];
         decode(s, y);
-        to_half(y, o);
+        let normal = s.as_chunks::<BYTES>().0.iter().all(&no_subnormals);
+        to_half(y, o, normal);
     }
 }
 
@@ -327,17 +333,19 @@ pub(crate) mod f16_run {
         });
     }
 
-    /// [`avx512`], in a clone that also has AVX512-BF16 (which f16 has no use for).
+    /// [`avx512`], in a clone that also has AVX512-BF16 (which f16 has no use for; nor for
+    /// bf16's `no_subnormals`: `vcvtps2ph` rounds subnormals exactly).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bf16")]
     #[inline]
-    pub fn avx512bf16(y: &[f32], o: &mut [[u8; 2]]) {
+    pub fn avx512bf16(y: &[f32], o: &mut [[u8; 2]], _no_subnormals: bool) {
         avx512(y, o)
     }
 
-    /// The widest of the three the CPU has, picked at run time: an out-of-line call.
+    /// The widest of the three the CPU has, picked at run time: an out-of-line call (the flag
+    /// as [`avx512bf16`]'s).
     #[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx+f16c"))]
-    pub fn widest(y: &[f32], o: &mut [[u8; 2]]) {
+    pub fn widest(y: &[f32], o: &mut [[u8; 2]], _no_subnormals: bool) {
         multiversion::target::match_target! {
             "x86_64+avx512f" => avx512(y, o),
             "x86_64+avx+f16c" => f16c(y, o),
@@ -413,39 +421,46 @@ pub(crate) mod bf16_run {
     /// rounded by [`vector`] instead. The check is one branch per run, not one per vector, so
     /// that LLVM unrolls both passes over a block and keeps its values in registers (a branch
     /// per vector kept the block in memory, a store and a load per vector: TQ2_0's bf16 row ran
-    /// at 0.64 of its f16 row's speed on one thread, Zen 5).
+    /// at 0.64 of its f16 row's speed on one thread, Zen 5). `no_subnormals`: the caller knows
+    /// that `y` holds none (its format's `no_subnormals` held for each block), so there is no
+    /// check at all (which still cost Q6_K 15 % and MXFP4 16 % of the bf16 row's time, Zen 5).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512dq,avx512bf16")]
     #[inline]
-    pub fn avx512bf16(y: &[f32], o: &mut [[u8; 2]]) {
+    pub fn avx512bf16(y: &[f32], o: &mut [[u8; 2]], no_subnormals: bool) {
         use std::arch::x86_64::*;
         /// `vfpclassps` category: denormal.
         const DENORMAL: i32 = 0x20;
         let denormal = |v: [f32; 16]| _mm512_fpclass_ps_mask::<DENORMAL>(bytemuck::cast(v));
-        let (vs, rest) = y.as_chunks::<16>();
-        let mut found = vs.iter().fold(0, |m, v| m | denormal(*v));
-        if !rest.is_empty() {
-            let mut v = [0.0; 16];
-            v[..rest.len()].copy_from_slice(rest);
-            found |= denormal(v);
-        }
-        if found != 0 {
-            return by_vectors(y, o, |v: [f32; 16]| vector(v));
+        if !no_subnormals {
+            let (vs, rest) = y.as_chunks::<16>();
+            let mut found = vs.iter().fold(0, |m, v| m | denormal(*v));
+            if !rest.is_empty() {
+                let mut v = [0.0; 16];
+                v[..rest.len()].copy_from_slice(rest);
+                found |= denormal(v);
+            }
+            if found != 0 {
+                return by_vectors(y, o, |v: [f32; 16]| vector(v));
+            }
         }
         by_vectors(y, o, |v: [f32; 16]| {
             bytemuck::cast(_mm512_cvtneps_pbh(bytemuck::cast(v)))
         })
     }
 
-    /// [`soft`], at the widest the CPU has: an out-of-line call.
+    /// [`soft`], at the widest the CPU has: an out-of-line call (`no_subnormals` as
+    /// [`avx512bf16`]'s).
     #[multiversion::multiversion(targets(
         "x86_64+avx512f+avx512bw+avx512dq+avx512bf16",
         "x86_64+avx512f+avx512bw",
         "x86_64+avx2"
     ))]
-    pub fn widest(y: &[f32], o: &mut [[u8; 2]]) {
+    pub fn widest(y: &[f32], o: &mut [[u8; 2]], no_subnormals: bool) {
+        // Only the AVX512-BF16 clone reads the flag.
+        let _ = no_subnormals;
         multiversion::target::match_target! {
-            "x86_64+avx512dq+avx512bf16" => avx512bf16(y, o),
+            "x86_64+avx512dq+avx512bf16" => avx512bf16(y, o, no_subnormals),
             "x86_64+avx512f" => avx512(y, o),
             _ => soft(y, o),
         }
@@ -475,11 +490,18 @@ pub(crate) mod bf16_run {
 /// `dequant_row!(|src, dst| { ... })` gives an element-wise body (the half rows run it on runs of
 /// [`HALF_RUN`] values). Either may be followed by `, half = |src, dst, to_half| { ... }`, the half
 /// rows' own body, which rounds with `to_half(&[f32], &mut [[u8; 2]])` (the f16 or the bf16
-/// rounding). The options come first, in this order: `f32_lines = ROW, `, `f32_rows = avx512, `
-/// and `half_rows = avx2, `. `f32_lines = ROW` names the format's AVX-512 row that writes a cache
-/// line per store ([`crate::formats::lines`]): `dequant_row` then runs it where
-/// [`lines::wanted`](crate::formats::lines::wanted) says so, and the row clones (in the module
-/// `vector`) everywhere else.
+/// rounding). The options come first, in this order: `f32_lines = ROW, `, `f32_rows = avx512, `,
+/// `half_rows = avx2, ` and `no_subnormals = |b| EXPR, `. `f32_lines = ROW` names the format's
+/// AVX-512 row that writes a cache line per store ([`crate::formats::lines`]): `dequant_row` then
+/// runs it where [`lines::wanted`](crate::formats::lines::wanted) says so, and the row clones (in
+/// the module `vector`) everywhere else. `no_subnormals` is true for a block `b: &[u8; BYTES]`
+/// none of whose f32 values is subnormal: the bf16 rows then round it with AVX512-BF16's
+/// `vcvtneps2bf16` (which flushes subnormals) without looking for one first. Every value computed
+/// by a few f32 multiplies and adds from f16 scales (multiples of 2^-24) and small integers or
+/// eighths is zero or far above 2^-126: a product of nonzero values at least 2^-30 is at least
+/// 2^-60, and a sum of multiples of 2^-k (every f32 at least 2^-30 is one of 2^-53) is zero or at
+/// least 2^-k, both kept by rounding. The codec says why its predicate holds; the test
+/// `half_rows_round_the_f32_row_on_random_bytes` checks it on blocks of random and tiny scales.
 macro_rules! dequant_row {
     (f32_lines = $lines:ident, $($rest:tt)*) => {
         /// The format's row clones, which [`dequant_row`] runs where the line row is not wanted.
@@ -502,16 +524,23 @@ macro_rules! dequant_row {
             vector::dequant_row(src, dst)
         }
     };
-    (@entry $f32:ident, $half:ident; $block:ident) => {
-        $crate::formats::common::dequant_row!(@blocks $f32, $block, $half);
+    (@entry $f32:ident, $half:ident; no_subnormals = |$b:pat_param| $normal:expr, $($rest:tt)*) => {
+        $crate::formats::common::dequant_row!(@body $f32, $half, (|$b: &[u8; BYTES]| $normal); $($rest)*);
     };
-    (@entry $f32:ident, $half:ident; |$src:ident, $dst:ident| $body:block) => {
-        $crate::formats::common::dequant_row!(@runs $f32, $half, |$src, $dst| $body);
+    (@entry $f32:ident, $half:ident; $($rest:tt)*) => {
+        $crate::formats::common::dequant_row!(@body $f32, $half, (|_: &[u8; BYTES]| false); $($rest)*);
     };
-    (@entry $f32:ident, $half:ident; |$src:ident, $dst:ident| $body:block, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+    (@body $f32:ident, $half:ident, $normal:tt; $block:ident) => {
+        $crate::formats::common::dequant_row!(@blocks $f32, $block, $half, $normal);
+    };
+    (@body $f32:ident, $half:ident, $normal:tt; |$src:ident, $dst:ident| $body:block) => {
+        $crate::formats::common::dequant_row!(@runs $f32, $half, $normal, |$src, $dst| $body);
+    };
+    // A `half =` body rounds by its own rule (no `no_subnormals`: it is not matched here).
+    (@body $f32:ident, $half:ident, (|_: &[u8; BYTES]| false); |$src:ident, $dst:ident| $body:block, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
         $crate::formats::common::dequant_row!(@own $f32, $half, |$src, $dst| $body, |$hsrc, $hdst, $to_half| $hbody);
     };
-    (@entry $f32:ident, $half:ident; $block:ident, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
+    (@body $f32:ident, $half:ident, (|_: &[u8; BYTES]| false); $block:ident, half = |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
         $crate::formats::common::dequant_row!(
             @own $f32, $half,
             |src, dst| { $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y)) },
@@ -520,10 +549,16 @@ macro_rules! dequant_row {
     };
     (@own $f32:ident, $levels:ident, |$src:ident, $dst:ident| $body:block, |$hsrc:ident, $hdst:ident, $to_half:ident| $hbody:block) => {
         $crate::formats::common::dequant_row!(@f32 $f32, |$src, $dst| $body);
-        $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |$hsrc, $hdst, $to_half| $hbody);
-        $crate::formats::common::dequant_row!(@half $levels, dequant_row_bf16, bf16_run, |$hsrc, $hdst, $to_half| $hbody);
+        $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |$hsrc, $hdst, rounding| {
+            let $to_half = |y: &[f32], o: &mut [[u8; 2]]| rounding(y, o, false);
+            $hbody
+        });
+        $crate::formats::common::dequant_row!(@half $levels, dequant_row_bf16, bf16_run, |$hsrc, $hdst, rounding| {
+            let $to_half = |y: &[f32], o: &mut [[u8; 2]]| rounding(y, o, false);
+            $hbody
+        });
     };
-    (@blocks $f32:ident, $block:ident, $levels:ident) => {
+    (@blocks $f32:ident, $block:ident, $levels:ident, $normal:tt) => {
         // A closure, not the fn item itself: each clone then gets its own closure, which LLVM
         // inlines; a fn item would go through one `Fn::call` shim shared by all clones, called
         // out of line per block.
@@ -531,19 +566,20 @@ macro_rules! dequant_row {
             $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y))
         });
         $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |src, dst, to_half| {
-            $crate::formats::common::half_blocks(src, dst, $crate::formats::common::dequant_row!(@per_call $levels), |b, y| $block(b, y), to_half)
+            $crate::formats::common::half_blocks(src, dst, $crate::formats::common::dequant_row!(@per_call $levels), |b, y| $block(b, y), $normal, to_half)
         });
         $crate::formats::common::dequant_row!(@half $levels, dequant_row_bf16, bf16_run, |src, dst, to_half| {
-            $crate::formats::common::half_blocks(src, dst, $crate::formats::common::dequant_row!(@per_call $levels), |b, y| $block(b, y), to_half)
+            $crate::formats::common::half_blocks(src, dst, $crate::formats::common::dequant_row!(@per_call $levels), |b, y| $block(b, y), $normal, to_half)
         });
     };
-    (@runs $f32:ident, $levels:ident, |$src:ident, $dst:ident| $body:block) => {
+    (@runs $f32:ident, $levels:ident, $normal:tt, |$src:ident, $dst:ident| $body:block) => {
         $crate::formats::common::dequant_row!(@f32 $f32, |$src, $dst| $body);
         $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |src, dst, to_half| {
             $crate::formats::common::half_runs::<BYTES, ELEMS>(
                 src,
                 dst,
                 |$src: &[u8], $dst: &mut [f32]| $body,
+                $normal,
                 to_half,
             )
         });
@@ -552,6 +588,7 @@ macro_rules! dequant_row {
                 src,
                 dst,
                 |$src: &[u8], $dst: &mut [f32]| $body,
+                $normal,
                 to_half,
             )
         });
@@ -595,7 +632,9 @@ macro_rules! dequant_row {
             "x86_64+popcnt+sse3+sse4.1+sse4.2+ssse3",
         ))]
         pub fn $name($src: &[u8], $dst: &mut [[u8; 2]]) {
-            let $to_half = |y: &[f32], o: &mut [[u8; 2]]| $crate::formats::common::$run::widest(y, o);
+            let $to_half = |y: &[f32], o: &mut [[u8; 2]], no_subnormals: bool| {
+                $crate::formats::common::$run::widest(y, o, no_subnormals)
+            };
             $body
         }
     };
@@ -606,9 +645,9 @@ macro_rules! dequant_row {
         $crate::formats::common::HALF_RUN / ELEMS
     };
     (@to_half $run:ident, $to_half:ident) => {
-        let $to_half = |y: &[f32], o: &mut [[u8; 2]]| {
+        let $to_half = |y: &[f32], o: &mut [[u8; 2]], _no_subnormals: bool| {
             multiversion::target::match_target! {
-                "x86_64+avx512dq+avx512bf16" => $crate::formats::common::$run::avx512bf16(y, o),
+                "x86_64+avx512dq+avx512bf16" => $crate::formats::common::$run::avx512bf16(y, o, _no_subnormals),
                 "x86_64+avx512f" => $crate::formats::common::$run::avx512(y, o),
                 "x86_64+avx+f16c" => $crate::formats::common::$run::f16c(y, o),
                 _ => $crate::formats::common::$run::soft(y, o),
@@ -687,33 +726,54 @@ mod tests {
 
     /// Every bf16 rounding the rows can use, on every run length up to 33, gives `half`'s bits:
     /// the integer AVX-512 one on every machine with AVX-512F, the BF16 instruction (with its
-    /// subnormal fallback) where the CPU has it.
+    /// subnormal fallback, and without it on runs that hold no subnormal) where the CPU has it.
     #[test]
     fn bf16_roundings_equal_half() {
-        let vals = classes();
-        let want: Vec<[u8; 2]> = vals
-            .iter()
-            .map(|&x| half::bf16::from_f32(x).to_bits().to_le_bytes())
-            .collect();
         type Round = fn(&[f32], &mut [[u8; 2]]);
-        let mut roundings: Vec<(&str, Round)> =
-            vec![("soft", bf16_run::soft), ("widest", bf16_run::widest)];
+        // (name, rounding, whether it is given subnormal values)
+        let mut roundings: Vec<(&str, Round, bool)> = vec![
+            ("soft", bf16_run::soft, true),
+            ("widest", |y, o| bf16_run::widest(y, o, false), true),
+            (
+                "widest unchecked",
+                |y, o| bf16_run::widest(y, o, true),
+                false,
+            ),
+        ];
         #[cfg(target_arch = "x86_64")]
         {
             if is_x86_feature_detected!("avx512f") {
                 // SAFETY: the CPU has the features each function enables.
                 #[allow(unsafe_code)]
-                roundings.push(("avx512", |y, o| unsafe { bf16_run::avx512(y, o) }));
+                roundings.push(("avx512", |y, o| unsafe { bf16_run::avx512(y, o) }, true));
             }
             if is_x86_feature_detected!("avx512f")
                 && is_x86_feature_detected!("avx512dq")
                 && is_x86_feature_detected!("avx512bf16")
             {
                 #[allow(unsafe_code)]
-                roundings.push(("avx512bf16", |y, o| unsafe { bf16_run::avx512bf16(y, o) }));
+                roundings.push((
+                    "avx512bf16",
+                    |y, o| unsafe { bf16_run::avx512bf16(y, o, false) },
+                    true,
+                ));
+                #[allow(unsafe_code)]
+                roundings.push((
+                    "avx512bf16 unchecked",
+                    |y, o| unsafe { bf16_run::avx512bf16(y, o, true) },
+                    false,
+                ));
             }
         }
-        for (name, round) in roundings {
+        for (name, round, subnormals) in roundings {
+            let vals: Vec<f32> = classes()
+                .into_iter()
+                .filter(|x| subnormals || !x.is_subnormal())
+                .collect();
+            let want: Vec<[u8; 2]> = vals
+                .iter()
+                .map(|&x| half::bf16::from_f32(x).to_bits().to_le_bytes())
+                .collect();
             for len in 1..=33 {
                 for (y, w) in vals.chunks(len).zip(want.chunks(len)) {
                     let mut o = vec![[0u8; 2]; y.len()];

@@ -144,6 +144,56 @@ fn to_bytes_matches_f32_and_half_rounding() {
     }
 }
 
+/// Blocks of bytes drawn from a few tiny and extreme values: scales of 0, 2^-24 and such (f16),
+/// E8M0 exponents 0 and 1 (MXFP4's subnormal scales), NaN and infinity patterns.
+fn tiny_blocks(f: Format, n_blocks: usize, seed: u64) -> Vec<u8> {
+    const ALPHABET: [u8; 6] = [0x00, 0x01, 0x02, 0x80, 0x81, 0xFF];
+    rng::bytes(n_blocks * f.block_bytes(), seed)
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()])
+        .collect()
+}
+
+/// The f16 and bf16 rows give the rounding of the f32 row's every value (any NaN for a NaN) on
+/// random bytes and on blocks of tiny scales: the check on each format's `no_subnormals` (the
+/// bf16 rows skip the search for subnormal values where it holds).
+#[test]
+fn half_rows_round_the_f32_row_on_random_bytes() {
+    for &f in Format::ALL {
+        let n_blocks = 4096 / f.block_elems() + 3;
+        for (what, src) in [
+            (
+                "random",
+                rng::bytes(n_blocks * f.block_bytes(), 7 + f.id() as u64),
+            ),
+            ("tiny", tiny_blocks(f, 8 * n_blocks, 11 + f.id() as u64)),
+        ] {
+            let vals = cpu::dequant_f32_with(f, &src, Some(1)).unwrap();
+            if f == Format::MXFP4 && what == "tiny" {
+                assert!(
+                    vals.iter().any(|v| v.is_subnormal()),
+                    "{f}: no subnormal value"
+                );
+            }
+            for dtype in [DType::F16, DType::BF16] {
+                let mut out = vec![0u8; vals.len() * 2];
+                cpu::dequant_to_bytes_with(f, &src, dtype, &mut out, Some(1)).unwrap();
+                for (i, (v, o)) in vals.iter().zip(out.chunks_exact(2)).enumerate() {
+                    let got = u16::from_le_bytes([o[0], o[1]]);
+                    let (want, got_nan) = match dtype {
+                        DType::F16 => (f16::from_f32(*v).to_bits(), f16::from_bits(got).is_nan()),
+                        _ => (bf16::from_f32(*v).to_bits(), bf16::from_bits(got).is_nan()),
+                    };
+                    assert!(
+                        got == want || (v.is_nan() && got_nan),
+                        "{f} {dtype} {what} [{i}]: {v:e} gave {got:#06x}, want {want:#06x}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn half_rounding_is_nearest_even() {
     // 1 + 2^-11 is halfway between two f16s: rounds to 1 (even). 1 + 3*2^-11 rounds up to 1 + 2^-9.

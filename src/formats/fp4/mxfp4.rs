@@ -29,4 +29,6 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-dequant_row!(dequant_block);
+// `no_subnormals`: each value is the E8M0 half-scale 2^(e-128) times an FP4 integer, normal or zero
+// for e >= 2.
+dequant_row!(no_subnormals = |b| b[E] >= 2, dequant_block);

@@ -40,4 +40,6 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
 // The half-precision rows without the AVX-512 clone of the decode, which LLVM vectorises worse here
 // (the rounding still runs at the CPU's widest, out of line): f16/bf16 values per second over f32's
 // on one thread 0.36/0.32 with it, 0.84/0.86 without (AMD EPYC Zen 5, examples/cpu_throughput).
-dequant_row!(half_rows = avx2, dequant_block);
+// `no_subnormals`: each value is a UE4M3 half-scale (at least 2^-10) times an FP4 integer: zero or
+// at least 2^-10.
+dequant_row!(half_rows = avx2, no_subnormals = |_| true, dequant_block);

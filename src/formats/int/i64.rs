@@ -26,7 +26,8 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
 // The half-precision rows without the AVX-512 clone of the decode, which LLVM vectorises worse here
 // (the rounding still runs at the CPU's widest, out of line): f16/bf16 values per second over f32's
 // on one thread 0.76/0.74 with it, 1.09/1.10 without (AMD EPYC Zen 5, examples/cpu_throughput).
-dequant_row!(half_rows = avx2, |src, dst| {
+// `no_subnormals`: each value is an integer.
+dequant_row!(half_rows = avx2, no_subnormals = |_| true, |src, dst| {
     let (blocks, _) = src.as_chunks::<BYTES>();
     for (b, y) in blocks.iter().zip(dst.iter_mut()) {
         *y = i64::from_le_bytes(*b) as f32;

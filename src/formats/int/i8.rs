@@ -19,7 +19,8 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     y[0] = i8::from_le_bytes(*b) as f32;
 }
 
-dequant_row!(|src, dst| {
+// `no_subnormals`: each value is an integer.
+dequant_row!(no_subnormals = |_| true, |src, dst| {
     let (blocks, _) = src.as_chunks::<BYTES>();
     for (b, y) in blocks.iter().zip(dst.iter_mut()) {
         *y = i8::from_le_bytes(*b) as f32;

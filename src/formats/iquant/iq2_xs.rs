@@ -53,4 +53,6 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
 // The half-precision rows without the AVX-512 clone of the decode, which LLVM vectorises worse here
 // (the rounding still runs at the CPU's widest, out of line): f16/bf16 values per second over f32's
 // on one thread 0.80/0.76 with it, 0.95/0.91 without (AMD EPYC Zen 5, examples/cpu_throughput).
-dequant_row!(half_rows = avx2, dequant_block);
+// `no_subnormals`: each value is an f16 scale times small integers, eighths or quarters: zero or at
+// least 2^-27.
+dequant_row!(half_rows = avx2, no_subnormals = |_| true, dequant_block);

@@ -33,4 +33,6 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
     }
 }
 
-dequant_row!(dequant_block);
+// `no_subnormals`: each value is `d` times an integer, normal (or infinite, or zero) where `d` is
+// normal.
+dequant_row!(no_subnormals = |b| f32_le(b, D).is_normal(), dequant_block);
