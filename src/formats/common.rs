@@ -392,7 +392,7 @@ pub(crate) mod bf16_run {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     #[inline]
-    fn vector(v: [f32; 16]) -> [[u8; 2]; 16] {
+    pub(crate) fn vector(v: [f32; 16]) -> [[u8; 2]; 16] {
         use std::arch::x86_64::*;
         let x: __m512i = bytemuck::cast(v);
         let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(x), _mm512_set1_epi32(1));
@@ -491,17 +491,20 @@ pub(crate) mod bf16_run {
 /// [`HALF_RUN`] values). Either may be followed by `, half = |src, dst, to_half| { ... }`, the half
 /// rows' own body, which rounds with `to_half(&[f32], &mut [[u8; 2]])` (the f16 or the bf16
 /// rounding). The options come first, in this order: `f32_lines = ROW, `, `f32_rows = avx512, `,
-/// `half_rows = avx2, ` and `no_subnormals = |b| EXPR, `. `f32_lines = ROW` names the format's
-/// AVX-512 row that writes a cache line per store ([`crate::formats::lines`]): `dequant_row` then
-/// runs it where [`lines::wanted`](crate::formats::lines::wanted) says so, and the row clones (in
-/// the module `vector`) everywhere else. `no_subnormals` is true for a block `b: &[u8; BYTES]`
-/// none of whose f32 values is subnormal: the bf16 rows then round it with AVX512-BF16's
-/// `vcvtneps2bf16` (which flushes subnormals) without looking for one first. Every value computed
-/// by a few f32 multiplies and adds from f16 scales (multiples of 2^-24) and small integers or
-/// eighths is zero or far above 2^-126: a product of nonzero values at least 2^-30 is at least
-/// 2^-60, and a sum of multiples of 2^-k (every f32 at least 2^-30 is one of 2^-53) is zero or at
-/// least 2^-k, both kept by rounding. The codec says why its predicate holds; the test
-/// `half_rows_round_the_f32_row_on_random_bytes` checks it on blocks of random and tiny scales.
+/// `half_rows = avx2, `, `no_subnormals = |b| EXPR, ` and `half_tables, `. `f32_lines = ROW` names
+/// the format's AVX-512 row that writes a cache line per store ([`crate::formats::lines`]):
+/// `dequant_row` then runs it where [`lines::wanted`](crate::formats::lines::wanted) says so, and
+/// the row clones (in the module `vector`) everywhere else. `half_tables` runs the format's table
+/// rows ([`crate::formats::permute`], the module `tables` that [`table_row!`] defines) for f16 and
+/// bf16 where the CPU has AVX-512BW, and the row clones (in the module `clones`) elsewhere.
+/// `no_subnormals` is true for a block `b: &[u8; BYTES]` none of whose f32 values is subnormal: the
+/// bf16 rows then round it with AVX512-BF16's `vcvtneps2bf16` (which flushes subnormals) without
+/// looking for one first. Every value computed by a few f32 multiplies and adds from f16 scales
+/// (multiples of 2^-24) and small integers or eighths is zero or far above 2^-126: a product of
+/// nonzero values at least 2^-30 is at least 2^-60, and a sum of multiples of 2^-k (every f32 at
+/// least 2^-30 is one of 2^-53) is zero or at least 2^-k, both kept by rounding. The codec says why
+/// its predicate holds; the test `half_rows_round_the_f32_row_on_random_bytes` checks it on blocks
+/// of random and tiny scales.
 macro_rules! dequant_row {
     (f32_lines = $lines:ident, $($rest:tt)*) => {
         /// The format's row clones, which [`dequant_row`] runs where the line row is not wanted.
@@ -529,6 +532,49 @@ macro_rules! dequant_row {
     };
     (@entry $f32:ident, $half:ident; $($rest:tt)*) => {
         $crate::formats::common::dequant_row!(@body $f32, $half, (|_: &[u8; BYTES]| false); $($rest)*);
+    };
+    (@body $f32:ident, $half:ident, $normal:tt; half_tables, $($rest:tt)*) => {
+        /// The format's row clones, which its half rows run where the CPU lacks AVX-512BW.
+        pub(crate) mod clones {
+            use super::*;
+            $crate::formats::common::dequant_row!(@body $f32, $half, $normal; $($rest)*);
+        }
+        pub use clones::dequant_row;
+
+        /// Decodes whole blocks of `src` into little-endian f16 bits in `dst`
+        /// (`dst.len() == src.len() / BYTES * ELEMS`): by the format's table row where the CPU
+        /// has AVX-512BW (`formats::permute`), else by the row clones; the same bits.
+        pub fn dequant_row_f16(src: &[u8], dst: &mut [[u8; 2]]) {
+            #[cfg(target_arch = "x86_64")]
+            #[allow(unsafe_code)]
+            if $crate::formats::permute::wanted() {
+                // SAFETY: `wanted` checked that the CPU has AVX-512F and AVX-512BW.
+                return unsafe { tables::f16(src, dst) };
+            }
+            clones::dequant_row_f16(src, dst)
+        }
+
+        /// [`dequant_row_f16`] for bf16.
+        pub fn dequant_row_bf16(src: &[u8], dst: &mut [[u8; 2]]) {
+            #[cfg(target_arch = "x86_64")]
+            #[allow(unsafe_code)]
+            if $crate::formats::permute::wanted() {
+                if $crate::formats::permute::bf16_instruction() {
+                    // SAFETY: the CPU has AVX-512F, AVX-512BW and AVX512-BF16 (checked above).
+                    return unsafe { tables::bf16_cvt(src, dst) };
+                }
+                // SAFETY: `wanted` checked that the CPU has AVX-512F and AVX-512BW.
+                return unsafe { tables::bf16(src, dst) };
+            }
+            clones::dequant_row_bf16(src, dst)
+        }
+
+        /// Whether no value of block `b` is subnormal (the format's `no_subnormals`).
+        #[cfg(target_arch = "x86_64")]
+        #[inline(always)]
+        fn no_subnormals(b: &[u8; BYTES]) -> bool {
+            $normal(b)
+        }
     };
     (@body $f32:ident, $half:ident, $normal:tt; $block:ident) => {
         $crate::formats::common::dequant_row!(@blocks $f32, $block, $half, $normal);
@@ -691,6 +737,62 @@ macro_rules! line_row {
     };
 }
 pub(crate) use line_row;
+
+/// Defines the module `tables`: a format's f16 and bf16 rows by a table of rounded values per
+/// block ([`crate::formats::permute`]), from a body run on each block `b` with `round` (16 f32
+/// values in a `__m512` to 16 halves in a `__m256i`: the row's rounding) and `out`, the block's
+/// `ELEMS` outputs. The body computes the block's distinct values by the block decoder's
+/// operations, rounds them with `round`, and writes each element's with
+/// [`permute::pick`](crate::formats::permute::pick). `dequant_row!(…, half_tables, …)` dispatches
+/// to it.
+macro_rules! table_row {
+    (|$b:ident, $round:ident, $out:ident| $body:block) => {
+        /// The half rows by a table per block ([`crate::formats::permute`]).
+        #[cfg(target_arch = "x86_64")]
+        pub(crate) mod tables {
+            use super::*;
+            use std::arch::x86_64::*;
+            use $crate::formats::permute;
+
+            /// The f16 row.
+            /// (The CPU must have AVX-512F and AVX-512BW.)
+            #[target_feature(enable = "avx512f,avx512bw")]
+            pub(crate) fn f16(src: &[u8], dst: &mut [[u8; 2]]) {
+                permute::rows::<BYTES, ELEMS>(src, dst, |$b, $out| {
+                    let $round = |v: __m512| permute::f16(v);
+                    $body
+                })
+            }
+
+            /// The bf16 row by integer rounding.
+            /// (The CPU must have AVX-512F and AVX-512BW.)
+            #[target_feature(enable = "avx512f,avx512bw")]
+            pub(crate) fn bf16(src: &[u8], dst: &mut [[u8; 2]]) {
+                permute::rows::<BYTES, ELEMS>(src, dst, |$b, $out| {
+                    let $round = |v: __m512| permute::bf16(v);
+                    $body
+                })
+            }
+
+            /// The bf16 row by `vcvtneps2bf16` for the blocks that hold no subnormal value,
+            /// by integer rounding for the others.
+            /// (The CPU must have AVX-512F, AVX-512BW and AVX512-BF16.)
+            #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+            pub(crate) fn bf16_cvt(src: &[u8], dst: &mut [[u8; 2]]) {
+                permute::rows::<BYTES, ELEMS>(src, dst, |$b, $out| {
+                    if no_subnormals($b) {
+                        let $round = |v: __m512| permute::bf16_normal(v);
+                        $body
+                    } else {
+                        let $round = |v: __m512| permute::bf16(v);
+                        $body
+                    }
+                })
+            }
+        }
+    };
+}
+pub(crate) use table_row;
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,7 @@ pub mod common;
 pub mod field;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod lines;
+pub(crate) mod permute;
 pub mod sample;
 pub mod tables;
 

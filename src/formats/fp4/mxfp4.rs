@@ -31,4 +31,19 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
 
 // `no_subnormals`: each value is the E8M0 half-scale 2^(e-128) times an FP4 integer, normal or zero
 // for e >= 2.
-dequant_row!(no_subnormals = |b| b[E] >= 2, dequant_block);
+dequant_row!(no_subnormals = |b| b[E] >= 2, half_tables, dequant_block);
+
+// The half rows where the CPU has AVX-512BW ([`crate::formats::permute`]): a block's 16 values
+// `kvalues_fp4[k] · d`, rounded, picked by each element's code.
+crate::formats::common::table_row!(|b, round, out| {
+    let k: [f32; 16] = std::array::from_fn(|k| KVALUES_FP4[k] as f32);
+    let values = round(_mm512_mul_ps(
+        bytemuck::cast(k),
+        _mm512_set1_ps(e8m0_half(b[E])),
+    ));
+    permute::pick(
+        permute::join(values, values),
+        permute::nibble_codes(b, QS),
+        out,
+    );
+});

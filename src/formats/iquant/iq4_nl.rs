@@ -31,4 +31,19 @@ pub fn dequant_block(b: &[u8; BYTES], y: &mut [f32; ELEMS]) {
 
 // `no_subnormals`: each value is an f16 scale times small integers, eighths or quarters: zero or at
 // least 2^-27.
-dequant_row!(no_subnormals = |_| true, dequant_block);
+dequant_row!(no_subnormals = |_| true, half_tables, dequant_block);
+
+// The half rows where the CPU has AVX-512BW ([`crate::formats::permute`]): a block's 16 values
+// `d · kvalues_iq4nl[k]`, rounded, picked by each element's code.
+crate::formats::common::table_row!(|b, round, out| {
+    let k: [f32; 16] = std::array::from_fn(|k| KVALUES_IQ4NL[k] as f32);
+    let values = round(_mm512_mul_ps(
+        _mm512_set1_ps(f16_le(b, D)),
+        bytemuck::cast(k),
+    ));
+    permute::pick(
+        permute::join(values, values),
+        permute::nibble_codes(b, QS),
+        out,
+    );
+});
