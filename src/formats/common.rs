@@ -173,21 +173,44 @@ pub fn dequant_blocks<const BYTES: usize, const ELEMS: usize>(
 /// stay in registers and L1, a multiple of every block size.
 pub const HALF_RUN: usize = 256;
 
-/// [`dequant_blocks`] for the half-precision rows: `per_call` blocks at a time (1 to
-/// `HALF_RUN / ELEMS`) decoded into a local array and rounded into `dst` by `to_half` straight
-/// away. One block per call suits a rounding inlined into the row; where the rounding is an
-/// out-of-line call, [`HALF_RUN`] values per call spread its cost (NVFP4's 64-value blocks).
+/// [`dequant_blocks`] for the half-precision rows whose rounding is inlined: each block decoded
+/// into a local array and rounded into `dst` by `to_half` straight away. A fixed-size array per
+/// block, never sliced by a run-time length, so that LLVM keeps the block's values in registers
+/// however it partitions the crate (through one array of [`HALF_RUN`] values sliced per call,
+/// Q6_K's f16 row went through memory in some builds: 0.76 of the f32 row's values per second,
+/// not 0.95, Zen 5). `to_half`'s third argument says that `no_subnormals` holds for the block.
+#[inline(always)]
+pub fn half_each_block<const BYTES: usize, const ELEMS: usize>(
+    src: &[u8],
+    dst: &mut [[u8; 2]],
+    block: impl Fn(&[u8; BYTES], &mut [f32; ELEMS]),
+    no_subnormals: impl Fn(&[u8; BYTES]) -> bool,
+    to_half: impl Fn(&[f32], &mut [[u8; 2]], bool),
+) {
+    let (blocks, _) = src.as_chunks::<BYTES>();
+    let (outs, _) = dst.as_chunks_mut::<ELEMS>();
+    let mut y = [0.0f32; ELEMS];
+    for (b, o) in blocks.iter().zip(outs.iter_mut()) {
+        // As in `dequant_blocks`: vectorise within a block, not across blocks.
+        std::hint::black_box(());
+        block(b, &mut y);
+        to_half(&y, o, no_subnormals(b));
+    }
+}
+
+/// [`dequant_blocks`] for the half-precision rows whose rounding is an out-of-line call:
+/// [`HALF_RUN`] values per call (`HALF_RUN / ELEMS` blocks) decoded into a local array and rounded
+/// into `dst` by `to_half`, which spreads the call's cost (NVFP4's 64-value blocks).
 /// `to_half`'s third argument says that `no_subnormals` holds for every block of the call.
 #[inline(always)]
 pub fn half_blocks<const BYTES: usize, const ELEMS: usize>(
     src: &[u8],
     dst: &mut [[u8; 2]],
-    per_call: usize,
     block: impl Fn(&[u8; BYTES], &mut [f32; ELEMS]),
     no_subnormals: impl Fn(&[u8; BYTES]) -> bool,
     to_half: impl Fn(&[f32], &mut [[u8; 2]], bool),
 ) {
-    let per_call = per_call.clamp(1, HALF_RUN / ELEMS);
+    let per_call = (HALF_RUN / ELEMS).max(1);
     let (blocks, _) = src.as_chunks::<BYTES>();
     let (outs, _) = dst.as_chunks_mut::<ELEMS>();
     let mut y = [0.0f32; HALF_RUN];
@@ -612,10 +635,10 @@ macro_rules! dequant_row {
             $crate::formats::common::dequant_blocks(src, dst, |b, y| $block(b, y))
         });
         $crate::formats::common::dequant_row!(@half $levels, dequant_row_f16, f16_run, |src, dst, to_half| {
-            $crate::formats::common::half_blocks(src, dst, $crate::formats::common::dequant_row!(@per_call $levels), |b, y| $block(b, y), $normal, to_half)
+            $crate::formats::common::dequant_row!(@half_blocks $levels)(src, dst, |b, y| $block(b, y), $normal, to_half)
         });
         $crate::formats::common::dequant_row!(@half $levels, dequant_row_bf16, bf16_run, |src, dst, to_half| {
-            $crate::formats::common::half_blocks(src, dst, $crate::formats::common::dequant_row!(@per_call $levels), |b, y| $block(b, y), $normal, to_half)
+            $crate::formats::common::dequant_row!(@half_blocks $levels)(src, dst, |b, y| $block(b, y), $normal, to_half)
         });
     };
     (@runs $f32:ident, $levels:ident, $normal:tt, |$src:ident, $dst:ident| $body:block) => {
@@ -684,11 +707,11 @@ macro_rules! dequant_row {
             $body
         }
     };
-    (@per_call wide) => {
-        1
+    (@half_blocks wide) => {
+        $crate::formats::common::half_each_block
     };
-    (@per_call avx2) => {
-        $crate::formats::common::HALF_RUN / ELEMS
+    (@half_blocks avx2) => {
+        $crate::formats::common::half_blocks
     };
     (@to_half $run:ident, $to_half:ident) => {
         let $to_half = |y: &[f32], o: &mut [[u8; 2]], _no_subnormals: bool| {
