@@ -538,8 +538,9 @@ macro_rules! dequant_row {
         pub use vector::{dequant_row_bf16, dequant_row_f16};
 
         /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`):
-        /// by the line row where the CPU has AVX-512 and `dst` starts off a cache line, else by
-        /// the row clones; the same bits either way.
+        /// by the line row where the CPU is an Intel one with AVX-512 and `dst` starts off a
+        /// cache line (`lines::wanted`), else by the row
+        /// clones; the same bits either way.
         pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
             #[cfg(target_arch = "x86_64")]
             #[allow(unsafe_code)]

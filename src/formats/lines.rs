@@ -14,8 +14,16 @@
 //! the destination with one aligned store: two consecutive vectors joined by one `vpermt2ps`,
 //! masked stores at the two ends. The formats with a row here decode straight into vectors with
 //! AVX-512 (the same IEEE operations, in the same order, as their block decoder, so the bits are
-//! the same) and take it when [`wanted`] says so: the CPU has AVX-512F/BW and the destination does
-//! not start on a line. On the line, the row clones' stores already fill whole lines.
+//! the same) and take it when [`wanted`] says so: the CPU is an Intel one with AVX-512F/BW and
+//! the destination does not start on a line. On the line, the row clones' stores already fill
+//! whole lines.
+//!
+//! On AMD's Zen 5 (EPYC, KVM guest) split stores cost little and the line rows are no faster,
+//! some slower: `examples/cpu_throughput align`, one thread, the destination 16/32/48 bytes past
+//! a line, line row against row clone, three alternated rounds: Q5_K 49–51 against 61–64 GB/s,
+//! Q4_K 65–69 against 68–72, Q4_0, Q4_1, Q8_0 and TQ2_0 level within the noise. So the rule is
+//! the vendor's, read once from CPUID: Intel takes the line rows, every other CPU the row clones
+//! (the tests run the line rows on any CPU with AVX-512F/BW, whichever the rule picks).
 //!
 //! Stores are the only `unsafe` here: each `SAFETY` comment says why the lanes written lie in
 //! the destination slice.
@@ -35,13 +43,23 @@ const LINE: usize = 64;
 /// f32 values per line (and per vector).
 const LANES: usize = LINE / 4;
 
-/// Whether a row into `dst` should go through [`Lines`]: the CPU has AVX-512F and AVX-512BW
-/// (std caches the detection) and `dst` does not start on a cache line.
+/// Whether a row into `dst` should go through [`Lines`]: `dst` does not start on a cache line
+/// and the CPU is an Intel one with AVX-512F and AVX-512BW (read once, then cached).
 #[inline]
 pub(crate) fn wanted(dst: &[f32]) -> bool {
+    static SPLIT_STORES_COST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     !(dst.as_ptr() as usize).is_multiple_of(LINE)
-        && std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512bw")
+        && *SPLIT_STORES_COST.get_or_init(|| {
+            intel()
+                && std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+        })
+}
+
+/// Whether CPUID's vendor string is `GenuineIntel`.
+fn intel() -> bool {
+    let id = std::arch::x86_64::__cpuid(0);
+    [id.ebx, id.edx, id.ecx] == [0x756e_6547, 0x4965_6e69, 0x6c65_746e]
 }
 
 /// The 16 bytes of `b` at `off`, each widened to a 32-bit lane.
@@ -181,6 +199,24 @@ mod tests {
     use crate::formats::sample::{normal_blocks, Rng};
     use crate::formats::ternary::tq2_0;
     use crate::formats::Format;
+
+    /// The vendor rule reads CPUID as the kernel does: Intel exactly where `/proc/cpuinfo` says
+    /// `GenuineIntel`.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_vendor_is_read_as_the_kernel_reads_it() {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").expect("Linux reports its CPUs");
+        let vendor = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("vendor_id"))
+            .expect("/proc/cpuinfo names the vendor");
+        let vendor = vendor.trim_start_matches([' ', '\t', ':']);
+        assert_eq!(
+            super::intel(),
+            vendor == "GenuineIntel",
+            "vendor {vendor:?}"
+        );
+    }
 
     type Row = fn(&[u8], &mut [f32]);
     /// A line row (AVX-512F/BW only).
