@@ -539,8 +539,7 @@ macro_rules! dequant_row {
 
         /// Decodes whole blocks of `src` into `dst` (`dst.len() == src.len() / BYTES * ELEMS`):
         /// by the line row where the CPU is an Intel one with AVX-512 and `dst` starts off a
-        /// cache line (`lines::wanted`), else by the row
-        /// clones; the same bits either way.
+        /// cache line (`lines::wanted`), else by the row clones; the same bits either way.
         pub fn dequant_row(src: &[u8], dst: &mut [f32]) {
             #[cfg(target_arch = "x86_64")]
             #[allow(unsafe_code)]
