@@ -59,5 +59,7 @@ mod recorder;
 mod service;
 #[path = "gpu/split_sets.rs"]
 mod split_sets;
+#[path = "gpu/tuner.rs"]
+mod tuner;
 #[path = "gpu/validation.rs"]
 mod validation;

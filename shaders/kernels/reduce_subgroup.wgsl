@@ -4,21 +4,8 @@
 //
 // A butterfly, stride T / 2 first, then T / 4, ...: lane t adds lane t ^ s. For t < s that is
 // lane t + s, the very addition reduce_tree.wgsl makes, in the same order, so lane 0 ends with
-// the tree's sums bit for bit (the other lanes hold other orders, and are not read).
-
-// The invocation builtins a kernel maps rows and lanes from.
-struct Lane {
-    @builtin(subgroup_id) subgroup: u32,
-    @builtin(subgroup_size) size: u32,
-    @builtin(subgroup_invocation_id) id: u32,
-}
-
-// The invocation's index in its workgroup, counted subgroup by subgroup: whatever way the adapter
-// groups invocations into subgroups, the T lanes of a row (lid / T) are consecutive lanes of one
-// subgroup (T divides the subgroup size; a subgroup larger than the workgroup is its only one).
-fn lane_index(l: Lane) -> u32 {
-    return l.subgroup * l.size + l.id;
-}
+// the tree's sums bit for bit (the other lanes hold other orders, and are not read). Lanes:
+// lane_subgroup.wgsl, composed before this file.
 
 // The sums of the row of invocation `lid` (lane t), returned to lane 0. Called in uniform
 // control flow by every invocation of the workgroup.

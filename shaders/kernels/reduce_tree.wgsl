@@ -1,16 +1,7 @@
 // Row reduction of the matvec kernels through workgroup memory: the baseline, on every adapter.
 // The T partial sums of a row are added pairwise, stride T / 2 first, then T / 4, ... (a fixed
-// tree, so results repeat exactly from run to run).
-
-// The invocation builtins a kernel maps rows and lanes from.
-struct Lane {
-    @builtin(local_invocation_index) index: u32,
-}
-
-// The invocation's index in its workgroup (0 .. WG): row lid / T, lane lid % T.
-fn lane_index(l: Lane) -> u32 {
-    return l.index;
-}
+// tree, so results repeat exactly from run to run). Lanes: lane_local.wgsl, composed before this
+// file.
 
 var<workgroup> partial: array<array<f32, B>, WG>;
 

@@ -67,13 +67,7 @@ fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32) -> array<f32, B> {
             v[0] = select(vec4<f32>(0.0), v[0], m[0]);
             v[1] = select(vec4<f32>(0.0), v[1], m[1]);
             for (var b = 0u; b < B; b++) {
-                let o = at + b * k;
-                var xs: array<vec4<f32>, 2>;
-                for (var j = 0u; j < 8u; j++) {
-                    if (8u * c + j < k) {
-                        xs[j / 4u][j % 4u] = x[o + j];
-                    }
-                }
+                let xs = x8_tail(at + b * k, c, k);
                 acc[b] += dot(v[0], xs[0]) + dot(v[1], xs[1]);
             }
         }

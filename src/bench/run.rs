@@ -128,6 +128,7 @@ impl BenchAdapter {
             rotation_target: self.rotation_target(config),
             integer_dot: self.engine.matvec_integer_dot(),
             unroll: self.engine.matvec_unroll(),
+            rows: self.engine.matvec_rows().map(|s| s.to_string()),
         }
     }
 }
@@ -150,6 +151,9 @@ pub struct AdapterReport {
     pub integer_dot: bool,
     /// Whether its matvec rows were unrolled ([`crate::gpu::GpuEngine::matvec_unroll`]).
     pub unroll: bool,
+    /// The shape of its matvec rows mapping, `WxR` ([`crate::gpu::GpuEngine::matvec_rows`]);
+    /// `None`: the classic mapping.
+    pub rows: Option<String>,
 }
 
 /// One (adapter, format, dtype) row.

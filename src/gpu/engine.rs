@@ -50,6 +50,13 @@ pub struct EngineOptions {
     /// their loads are in flight together ([`GpuEngine::matvec_unroll`]); the same sums, bit
     /// for bit. `false`: one chunk per step. Tests and `bench --no-unroll` set it to compare.
     pub matvec_unroll: bool,
+    /// matvec on the rows mapping for GPUs ([`kernels::KernelKey::rows`]: all invocations of a
+    /// workgroup on a few rows, each chunk of x read once for them, as llama.cpp's
+    /// `mul_mat_vec`), in this shape; `None` (the default): the classic mapping
+    /// ([`EngineOptions::matvec_threads_per_row`]). Other sums than the classic mapping's,
+    /// within the same f32 bound. The integer path and matvec_id keep the classic mapping.
+    /// [`GpuEngine::matvec_rows`].
+    pub matvec_rows: Option<kernels::RowsShape>,
 }
 
 impl Default for EngineOptions {
@@ -64,6 +71,7 @@ impl Default for EngineOptions {
             matvec_subgroups: true,
             matvec_integer_dot: false,
             matvec_unroll: true,
+            matvec_rows: None,
         }
     }
 }
@@ -230,6 +238,29 @@ impl GpuEngine {
         } else {
             1
         };
+        let rows = options.matvec_rows;
+        if let Some(shape) = rows {
+            if kernels::RowsShape::new(shape.workgroup, shape.rows) != Some(shape)
+                || shape.workgroup > limits.max_compute_invocations_per_workgroup
+                || shape.workgroup > limits.max_compute_workgroup_size_x
+            {
+                return Err(GpuError::InvalidOption(format!(
+                    "matvec_rows = {shape}: expected W one of {:?} (at most the device's {} invocations per workgroup) and R one of {:?}",
+                    kernels::ROWS_WORKGROUPS,
+                    limits.max_compute_invocations_per_workgroup,
+                    kernels::ROWS_PER_GROUP
+                ))
+                .into());
+            }
+        }
+        // The rows mapping's subgroup reduction needs every subgroup full (at most W lanes) and
+        // at least 4 lanes (its workgroup memory has a slot per 4 invocations).
+        let rows_subgroups = rows.is_some_and(|s| {
+            options.matvec_subgroups
+                && has_subgroups
+                && subgroup >= 4
+                && info.subgroup_max_size <= s.workgroup
+        });
         let device_dim = limits.max_compute_workgroups_per_dimension;
         let plan = kernels::Plan {
             align: limits.min_storage_buffer_offset_alignment as u64,
@@ -246,7 +277,9 @@ impl GpuEngine {
             subgroups,
             x_lanes,
             int_dot: options.matvec_integer_dot,
-            unroll: options.matvec_unroll && threads > 1,
+            unroll: options.matvec_unroll && (threads > 1 || rows.is_some()),
+            rows,
+            rows_subgroups,
         };
         let kernels = Arc::new(kernels::KernelSet::new(
             device.clone(),

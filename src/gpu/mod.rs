@@ -46,6 +46,8 @@ pub mod roofline;
 #[cfg(feature = "gpu")]
 pub mod timing;
 #[cfg(feature = "gpu")]
+pub mod tune;
+#[cfg(feature = "gpu")]
 pub mod windows;
 
 pub use crate::error::GpuError;

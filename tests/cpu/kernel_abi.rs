@@ -6,12 +6,12 @@
 //! No GPU and no wgpu needed.
 
 use gguf_dequant::gpu::kernels::{
-    binding, kernel_source, KernelKey, Op, GET_ROWS_VALUES, INT_DOT_FORMATS, MATMUL_TILE,
-    MATVEC_THREADS, WORKGROUP_SIZE,
+    binding, kernel_source, KernelKey, Op, INT_DOT_FORMATS, MATVEC_THREADS, ROWS_PER_GROUP,
+    ROWS_WORKGROUPS, WORKGROUP_SIZE,
 };
 use gguf_dequant::{formats, DType};
 
-use crate::support::shader::{translate_with, validate};
+use crate::support::shader::{translate_with, validate, validate_with};
 
 /// A representative set of keys: every op on every format with a shader, and for the matvec
 /// kernels every columns × threads × x reader on two formats (with and without grids).
@@ -30,6 +30,19 @@ fn keys() -> Vec<KernelKey> {
         for &t in &MATVEC_THREADS {
             let key = KernelKey::matvec(gguf_dequant::Format::Q4_K, c, t, false).with_int_dot(true);
             out.push(key);
+        }
+    }
+    // The rows mapping: every workgroup size and rows per workgroup, both reductions, unrolled.
+    for f in [gguf_dequant::Format::Q4_K, gguf_dequant::Format::F16] {
+        for c in [1, 2, 8] {
+            for wg in ROWS_WORKGROUPS {
+                for r in ROWS_PER_GROUP {
+                    if let Some(key) = KernelKey::matvec_rows(f, c, wg, r, true) {
+                        out.push(key.with_unroll(true));
+                        out.push(key.with_subgroups(true));
+                    }
+                }
+            }
         }
     }
     for f in [gguf_dequant::Format::Q4_K, gguf_dequant::Format::IQ3_S] {
@@ -65,7 +78,8 @@ fn check(key: &KernelKey) -> Vec<String> {
 /// Everything that differs between `src`, the WGSL of `key`, and the Rust side.
 fn check_source(key: &KernelKey, src: &str) -> Vec<String> {
     let what = format!("{key:?}");
-    let (module, info) = validate(&what, src).unwrap_or_else(|e| panic!("{e}"));
+    let (module, info) =
+        validate_with(&what, src, key.uses_subgroups()).unwrap_or_else(|e| panic!("{e}"));
     let mut layouter = naga::proc::Layouter::default();
     layouter.update(module.to_ctx()).expect("layouts");
     let Some(ep) = module
@@ -167,23 +181,15 @@ fn check_source(key: &KernelKey, src: &str) -> Vec<String> {
 
     // The entry point and its workgroup size.
     let size = module.entry_points[ep].workgroup_size;
-    if size != [WORKGROUP_SIZE, 1, 1] {
+    let wg = key.workgroup_size();
+    if size != [wg, 1, 1] {
         bad.push(format!(
-            "{what}: workgroup size {size:?}, Rust plans with {WORKGROUP_SIZE}"
+            "{what}: workgroup size {size:?}, Rust plans with {wg}"
         ));
     }
 
     // The constants both sides plan with.
-    let mut want_consts = vec![("WG", WORKGROUP_SIZE)];
-    match key.op {
-        Op::GetRows => want_consts.push(("VALUES", GET_ROWS_VALUES)),
-        Op::MatMul => want_consts.extend([("TN", MATMUL_TILE), ("TB", MATMUL_TILE)]),
-        Op::MatVec | Op::MatVecId => {
-            want_consts.extend([("B", key.columns), ("T", key.threads)]);
-            want_consts.push(("R", WORKGROUP_SIZE / key.threads));
-        }
-    }
-    for (name, value) in want_consts {
+    for (name, value) in key.consts() {
         let got = u32_const(&module, name);
         if got != Some(value) {
             bad.push(format!("{what}: WGSL const {name} = {got:?}, Rust {value}"));

@@ -691,3 +691,86 @@ fn two_decode_modules_in_one_shader(engine: &GpuEngine) {
     assert_eq!(bits(&got), bits(&want), "{}", label(engine));
 }
 gpu_test!(decode_modules_compose, two_decode_modules_in_one_shader);
+
+/// The matvec rows mapping for GPUs (all W invocations of a workgroup on R rows, each chunk of x
+/// read once for them): every format, rows long enough for whole unrolled steps and a ragged
+/// rest (a ragged row end for the one-value formats), 5 rows (a last workgroup of dead rows),
+/// 1 and 3 columns, within the bound of the f64 reference and bit-identical to one row per
+/// workgroup a chunk per step with the same W and reduction (a row's sums depend on neither R
+/// nor the unrolling): 64 invocations on 4 rows with the subgroup reduction where the adapter
+/// has one, and (on six formats) 256 on 2 rows, unrolled, through workgroup memory. matvec_id
+/// keeps the classic mapping. Then 8 columns (rows halved to 2: rows × columns at most 16) on 8 rows.
+fn rows_mapping(engine: &GpuEngine) {
+    use gguf_dequant::gpu::kernels::RowsShape;
+    let backend = label(engine);
+    let open = |w: u32, r: u32, unroll: bool, subgroups: bool| {
+        GpuEngine::from_device(
+            engine.device().clone(),
+            engine.queue().clone(),
+            EngineOptions {
+                matvec_rows: RowsShape::new(w, r),
+                matvec_unroll: unroll,
+                matvec_subgroups: subgroups,
+                ..EngineOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let sg = engine
+        .device()
+        .features()
+        .contains(wgpu::Features::SUBGROUP);
+    let pairs = [
+        (open(64, 4, true, true), open(64, 1, false, true)),
+        (open(256, 2, true, false), open(256, 1, false, false)),
+    ];
+    let info = engine.adapter_info();
+    assert_eq!(
+        pairs[0].0.matvec_rows_subgroups(),
+        sg && info.subgroup_min_size >= 4 && info.subgroup_max_size <= 64,
+        "{backend}"
+    );
+    assert!(!pairs[1].0.matvec_rows_subgroups());
+    assert_eq!(pairs[1].0.matvec_rows(), RowsShape::new(256, 2));
+    // Every format on the first pair; the second (another workgroup size, reduction and
+    // unrolling, the same decoders) on one format of each family.
+    let few = [
+        Format::Q4_0,
+        Format::Q4_K,
+        Format::Q6_K,
+        Format::IQ2_XXS,
+        Format::MXFP4,
+        Format::F16,
+    ];
+    for (fi, &f) in formats::WITH_SHADER.iter().enumerate() {
+        let b = f.block_elems();
+        let k = if b == 1 { 2304 + 13 } else { 2304 + b };
+        let n = if few.contains(&f) { 2 } else { 1 };
+        for (engine, reference) in &pairs[..n] {
+            let shape = engine.matvec_rows().unwrap();
+            let what = format!("{backend} {f} rows {shape} K={k}");
+            same_rows(
+                &what,
+                engine,
+                reference,
+                f,
+                k,
+                5,
+                (1900 + fi as u64, fi as u64),
+            );
+        }
+    }
+    let (f, k, n) = (Format::Q4_K, 1024, 19);
+    let raw = weights(f, k * n, 7);
+    let w = ResidentTensor::upload(engine, "w", f, &[k as u64, n as u64], &raw).unwrap();
+    let eight = open(128, 8, true, true);
+    let x = inputs(8 * k, 8);
+    let want = ops::mul_mat(f, &raw, k, &x, 8).unwrap();
+    within(
+        &format!("{backend} rows 128x8, 8 columns"),
+        &want,
+        &eight.matvec(&w, &x, 8).unwrap(),
+    );
+    eprintln!("[kernels] {backend}: the rows mapping within the bound, its rows' sums independent of R and U");
+}
+gpu_test!(kernels_rows_mapping, rows_mapping);

@@ -46,6 +46,40 @@ pub enum Command {
     /// same traffic (a buffer copy, a shader copy) and the CPU codecs, and with `--kernels` the
     /// inference kernels on real models' weight shapes; or compare earlier reports.
     Bench(BenchArgs),
+    /// Make a model's matrices resident and tune matvec on this GPU: for every (format, K, N,
+    /// columns) the model uses, time the kernel mappings and keep the fastest (cached per
+    /// device), printing each key's choice, its time, its share of the read roofline and the
+    /// runner-up.
+    Tune(TuneArgs),
+}
+
+/// `tune` options.
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// The GGUF file (the first shard of a split set).
+    pub file: PathBuf,
+    /// GPU backend [default: the one GGUF_DEQUANT_BACKEND names, else auto].
+    #[arg(long, value_parser = backend::parser(GPU))]
+    pub backend: Option<Backend>,
+    /// `off` (the prior alone), `cache` (cached choices, nothing measured), `on` (measure what
+    /// the cache lacks) or `force` (measure everything again) [default: GGUF_DEQUANT_TUNE, else
+    /// `on`].
+    #[arg(long, value_name = "off|cache|on|force")]
+    pub tune: Option<gguf_dequant::gpu::tune::Tuning>,
+    /// Columns per matvec call to tune for (1 to 8, comma-separated).
+    #[arg(long, default_value = "1", value_name = "LIST", value_delimiter = ',',
+          value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub batch: Vec<u32>,
+    /// Milliseconds the whole tuning may take.
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    pub budget_ms: u64,
+    /// Milliseconds one key's race may take (pipeline compiles not counted).
+    #[arg(long, default_value_t = 150, value_name = "MS")]
+    pub key_budget_ms: u64,
+    #[command(flatten)]
+    pub select: Select,
+    #[command(flatten)]
+    pub report: Report,
 }
 
 /// `selftest` options.
@@ -321,7 +355,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "REPORT.json", num_args = 1.., conflicts_with_all = [
         "model", "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
         "budget", "kernels", "shapes", "batch", "matmul_batch", "rows", "integer_dot",
-        "one_weight", "no_unroll",
+        "one_weight", "no_unroll", "matvec_rows",
     ])]
     pub compare: Vec<PathBuf>,
     /// Formats (ggml names, comma-separated), or `all` = every format with a GPU shader. A named
@@ -390,6 +424,12 @@ pub struct BenchArgs {
     /// four with their loads issued together: the same sums, for comparing the two.
     #[arg(long)]
     pub no_unroll: bool,
+    /// Run the matvec rows on the rows mapping for GPUs: W invocations per workgroup (32, 64,
+    /// 128 or 256) all working on R rows (1, 2, 4 or 8), each chunk of x read once for the R
+    /// rows (as llama.cpp's mul_mat_vec) [default: the classic mapping, each row its own
+    /// invocations].
+    #[arg(long, value_name = "WxR")]
+    pub matvec_rows: Option<gguf_dequant::gpu::kernels::RowsShape>,
     /// Make every call of a kernel row's timed run on one weight copy (as llama.cpp's
     /// test-backend-ops times its cases: the weight then stays in the GPU's caches where it
     /// fits) instead of on distinct copies.

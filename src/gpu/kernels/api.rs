@@ -165,9 +165,23 @@ impl GpuEngine {
     }
 
     /// Whether matvec rows of several invocations are unrolled ([`KernelKey::unroll`]:
-    /// [`crate::gpu::EngineOptions::matvec_unroll`] and more than one invocation per row).
+    /// [`crate::gpu::EngineOptions::matvec_unroll`] and more than one invocation per row, or the
+    /// rows mapping).
     pub fn matvec_unroll(&self) -> bool {
         self.kernels.plan.unroll
+    }
+
+    /// The shape of matvec's rows mapping ([`crate::gpu::EngineOptions::matvec_rows`]), `None`
+    /// for the classic mapping.
+    pub fn matvec_rows(&self) -> Option<super::RowsShape> {
+        self.kernels.plan.rows
+    }
+
+    /// Whether matvec's rows mapping reduces through subgroup shuffles (the device has wgpu's
+    /// `SUBGROUP` feature, [`crate::gpu::EngineOptions::matvec_subgroups`] allows it, and the
+    /// adapter's subgroups have 4 to W lanes); else through workgroup memory.
+    pub fn matvec_rows_subgroups(&self) -> bool {
+        self.kernels.plan.rows_subgroups
     }
 
     /// Whether matvec takes the integer path where the format has one
@@ -271,11 +285,22 @@ impl GpuEngine {
         Ok(bytes)
     }
 
-    fn encoder(&self) -> wgpu::CommandEncoder {
+    pub(crate) fn encoder(&self) -> wgpu::CommandEncoder {
         self.device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("gguf-dequant kernel"),
             })
+    }
+
+    /// [`GpuEngine::matvec`] on `mapping` (`None`: the policy's choice).
+    pub(crate) fn run_mul_mapped(
+        &self,
+        w: &ResidentTensor,
+        x: &[f32],
+        batch: usize,
+        mapping: Option<super::Mapping>,
+    ) -> Result<Vec<f32>> {
+        self.run_mul(w, x, batch, false, mapping)
     }
 
     fn run_mul(
@@ -284,6 +309,7 @@ impl GpuEngine {
         x: &[f32],
         batch: usize,
         tiled: bool,
+        mapping: Option<super::Mapping>,
     ) -> Result<Vec<f32>> {
         let s = shape(w)?;
         if batch == 0 || x.len() as u64 != batch as u64 * s.k {
@@ -329,7 +355,10 @@ impl GpuEngine {
                     batch: cols,
                     ..job
                 };
-                r.matvec(pass, &part)?;
+                match mapping {
+                    Some(m) => r.matvec_mapped(pass, &part, m)?,
+                    None => r.matvec(pass, &part)?,
+                }
                 c0 += cols;
             }
             Ok(())
@@ -365,12 +394,12 @@ impl GpuEngine {
     /// `Y = W X` with the matvec kernel (`x`: `batch × K`, row-major; any batch, in groups of 8
     /// columns). Returns `batch × N` values.
     pub fn matvec(&self, w: &ResidentTensor, x: &[f32], batch: usize) -> Result<Vec<f32>> {
-        self.run_mul(w, x, batch, false)
+        self.run_mul(w, x, batch, false, None)
     }
 
     /// `Y = W X` with the tiled matmul kernel. Returns `batch × N` values.
     pub fn matmul(&self, w: &ResidentTensor, x: &[f32], batch: usize) -> Result<Vec<f32>> {
-        self.run_mul(w, x, batch, true)
+        self.run_mul(w, x, batch, true, None)
     }
 
     /// Rows `ids` of `w` as f32 values (`ids.len() × K`).

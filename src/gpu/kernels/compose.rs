@@ -3,7 +3,10 @@
 //! file and the matvec kernels' `block_dot`. Pure strings: no wgpu, so every variant is
 //! validated where no adapter exists.
 
-use super::{binding, Op, StorageBinding, MATMUL_CPU_COLUMNS, MATVEC_MAX_BATCH};
+use super::{
+    binding, Op, StorageBinding, GET_ROWS_VALUES, MATMUL_CPU_COLUMNS, MATMUL_TILE,
+    MATVEC_MAX_BATCH, WORKGROUP_SIZE,
+};
 use crate::gpu::decode::{decode_prefixed, DecodeNames};
 use crate::{DType, Format, Result};
 
@@ -13,6 +16,104 @@ pub const MATVEC_THREADS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// Chunks per loop step of an unrolled matvec row ([`KernelKey::unroll`]).
 pub const MATVEC_UNROLL: u32 = 4;
+
+/// The invocations per workgroup of the matvec rows mapping ([`KernelKey::rows`]).
+pub const ROWS_WORKGROUPS: [u32; 4] = [32, 64, 128, 256];
+
+/// The rows per workgroup of the matvec rows mapping ([`KernelKey::rows`]).
+pub const ROWS_PER_GROUP: [u32; 4] = [1, 2, 4, 8];
+
+/// The most sums one invocation of the rows mapping holds: rows × columns
+/// ([`KernelKey::rows`]; its workgroup-memory reduction keeps them all for every invocation,
+/// 16 KiB at 256 invocations).
+pub const ROWS_MAX_SUMS: u32 = 16;
+
+/// The shape of the matvec rows mapping ([`KernelKey::rows`]): invocations per workgroup and
+/// rows per workgroup, written `WxR` (e.g. `128x2`: 128 invocations on 2 rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowsShape {
+    /// Invocations per workgroup, one of [`ROWS_WORKGROUPS`].
+    pub workgroup: u32,
+    /// Rows per workgroup, one of [`ROWS_PER_GROUP`]; fewer where the columns would make rows
+    /// × columns exceed [`ROWS_MAX_SUMS`] ([`RowsShape::rows_for`]).
+    pub rows: u32,
+}
+
+impl RowsShape {
+    /// The shape `workgroup` × `rows`, where both are variants.
+    pub fn new(workgroup: u32, rows: u32) -> Option<RowsShape> {
+        (ROWS_WORKGROUPS.contains(&workgroup) && ROWS_PER_GROUP.contains(&rows))
+            .then_some(RowsShape { workgroup, rows })
+    }
+
+    /// Rows per workgroup for `columns` columns: [`RowsShape::rows`], halved until rows ×
+    /// columns is at most [`ROWS_MAX_SUMS`].
+    pub const fn rows_for(&self, columns: u32) -> u32 {
+        let mut r = self.rows;
+        while r > 1 && r * columns > ROWS_MAX_SUMS {
+            r /= 2;
+        }
+        r
+    }
+}
+
+impl std::fmt::Display for RowsShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}", self.workgroup, self.rows)
+    }
+}
+
+impl std::str::FromStr for RowsShape {
+    type Err = String;
+
+    /// `WxR`, e.g. `128x2`.
+    fn from_str(s: &str) -> std::result::Result<RowsShape, String> {
+        let bad = || {
+            format!(
+                "matvec rows shape '{s}': expected WxR with W one of {ROWS_WORKGROUPS:?} and R one of {ROWS_PER_GROUP:?}, e.g. 128x2"
+            )
+        };
+        let (w, r) = s.trim().split_once(['x', 'X']).ok_or_else(bad)?;
+        let (w, r) = (w.parse().map_err(|_| bad())?, r.parse().map_err(|_| bad())?);
+        RowsShape::new(w, r).ok_or_else(bad)
+    }
+}
+
+/// How matvec maps rows to invocations: what the kernel policy chooses per call (the engine's
+/// default, or the tuner's choice for the call's format, K, N and columns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mapping {
+    /// `matvec.wgsl`: 64 invocations per workgroup, the engine's threads per row.
+    Classic,
+    /// `matvec_rows.wgsl` in this shape ([`KernelKey::rows`]).
+    Rows(RowsShape),
+}
+
+impl std::fmt::Display for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mapping::Classic => f.write_str("classic"),
+            Mapping::Rows(s) => write!(f, "rows {s}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Mapping {
+    type Err = String;
+
+    /// `classic` or `rows WxR` (also `rows:WxR`, or `WxR` alone).
+    fn from_str(s: &str) -> std::result::Result<Mapping, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("classic") {
+            return Ok(Mapping::Classic);
+        }
+        let shape = s
+            .strip_prefix("rows")
+            .map(|r| r.trim_start_matches([' ', ':', '=']))
+            .unwrap_or(s);
+        shape.parse().map(Mapping::Rows)
+    }
+}
 
 /// One compiled kernel: the op, the weight's format and the variant. Fields an op does not use
 /// hold their defaults (columns and threads 1, scalar x, f32 out), so equal kernels have equal
@@ -25,8 +126,17 @@ pub struct KernelKey {
     pub format: Format,
     /// matvec: columns per dispatch (1 to [`MATVEC_MAX_BATCH`], or [`MATMUL_CPU_COLUMNS`]).
     pub columns: u32,
-    /// matvec, matvec_id: invocations per row (one of [`MATVEC_THREADS`]).
+    /// matvec, matvec_id: invocations per row (one of [`MATVEC_THREADS`]; with
+    /// [`KernelKey::rows`], the workgroup's invocations, one of [`ROWS_WORKGROUPS`]).
     pub threads: u32,
+    /// matvec: 0 for the classic mapping (`matvec.wgsl`: 64 invocations per workgroup, `threads`
+    /// per row, each row its own invocations), or the rows mapping for GPUs
+    /// (`matvec_rows.wgsl`, as llama.cpp's `mul_mat_vec`): all `threads` invocations of a
+    /// workgroup work on this many rows (one of [`ROWS_PER_GROUP`], rows × columns at most
+    /// [`ROWS_MAX_SUMS`]), each chunk of x read once for them all. Other sums than the classic
+    /// mapping's (another order), within the same f32 bound; a row's sums do not depend on the
+    /// rows per workgroup.
+    pub rows: u32,
     /// matvec, matvec_id: x read four values per load (K a multiple of 4, x 16-byte aligned).
     pub vec_x: bool,
     /// matvec, matvec_id of F16 and BF16: the weight read four words (eight values) per load
@@ -64,6 +174,7 @@ impl KernelKey {
             format,
             columns: 1,
             threads: 1,
+            rows: 0,
             vec_x: false,
             vec_w: false,
             subgroups: false,
@@ -92,6 +203,29 @@ impl KernelKey {
         }
     }
 
+    /// matvec of `columns` columns on the rows mapping ([`KernelKey::rows`]): `workgroup`
+    /// invocations on `rows` rows. `None` where the numbers are not a variant (`workgroup` not
+    /// in [`ROWS_WORKGROUPS`], `rows` not in [`ROWS_PER_GROUP`], `columns` not 1 to
+    /// [`MATVEC_MAX_BATCH`], or rows × columns above [`ROWS_MAX_SUMS`]).
+    pub const fn matvec_rows(
+        format: Format,
+        columns: u32,
+        workgroup: u32,
+        rows: u32,
+        vec_x: bool,
+    ) -> Option<KernelKey> {
+        let w = matches!(workgroup, 32 | 64 | 128 | 256);
+        let r = matches!(rows, 1 | 2 | 4 | 8);
+        if !w || !r || columns == 0 || columns > MATVEC_MAX_BATCH || rows * columns > ROWS_MAX_SUMS
+        {
+            return None;
+        }
+        Some(KernelKey {
+            rows,
+            ..KernelKey::matvec(format, columns, workgroup, vec_x)
+        })
+    }
+
     /// This matvec or matvec_id key with the subgroup reduction where `on` and the key has more
     /// than one invocation per row (else unchanged).
     pub const fn with_subgroups(self, on: bool) -> KernelKey {
@@ -106,6 +240,7 @@ impl KernelKey {
     /// is 2, 4 or 8 (else unchanged).
     pub const fn with_x_lanes(self, lanes: u32) -> KernelKey {
         if self.threads == 1
+            && self.rows == 0
             && matches!(self.op, Op::MatVec | Op::MatVecId)
             && matches!(lanes, 2 | 4 | 8)
         {
@@ -120,11 +255,17 @@ impl KernelKey {
 
     /// This matvec or matvec_id key with four chunks per loop step
     /// ([`KernelKey::unroll`]) where `on`, the key has more than one invocation per row and is
-    /// not on the integer path (else unchanged).
+    /// not on the integer path (else unchanged). On the rows mapping, four chunks per step in
+    /// all: `4 / rows` of each row (at least one).
     pub const fn with_unroll(self, on: bool) -> KernelKey {
         if on && self.threads > 1 && !self.int_dot && matches!(self.op, Op::MatVec | Op::MatVecId) {
+            let per_row = if self.rows > 1 {
+                MATVEC_UNROLL / self.rows
+            } else {
+                MATVEC_UNROLL
+            };
             KernelKey {
-                unroll: MATVEC_UNROLL,
+                unroll: if per_row == 0 { 1 } else { per_row },
                 ..self
             }
         } else {
@@ -147,7 +288,11 @@ impl KernelKey {
     /// This matvec key on the integer path ([`KernelKey::int_dot`]) where `on` and the format
     /// has one (else unchanged): x read a value at a time and by every lane itself.
     pub const fn with_int_dot(self, on: bool) -> KernelKey {
-        if on && matches!(self.op, Op::MatVec) && int_dot_min(self.format).is_some() {
+        if on
+            && self.rows == 0
+            && matches!(self.op, Op::MatVec)
+            && int_dot_min(self.format).is_some()
+        {
             KernelKey {
                 int_dot: true,
                 vec_x: false,
@@ -209,6 +354,19 @@ impl KernelKey {
                                 }
                             }
                         }
+                        for c in 1..=MATVEC_MAX_BATCH {
+                            for wg in ROWS_WORKGROUPS {
+                                for r in ROWS_PER_GROUP {
+                                    for v in [false, true] {
+                                        if let Some(key) =
+                                            KernelKey::matvec_rows(format, c, wg, r, v)
+                                        {
+                                            push_rows(&mut out, key);
+                                        }
+                                    }
+                                }
+                            }
+                        }
                     }
                     Op::MatVecId => {
                         for t in MATVEC_THREADS {
@@ -244,6 +402,43 @@ impl KernelKey {
     pub fn entry_point(&self) -> &'static str {
         self.op.name()
     }
+
+    /// Invocations per workgroup (`@workgroup_size`, the WGSL's `WG`).
+    pub const fn workgroup_size(&self) -> u32 {
+        if self.rows > 0 {
+            self.threads
+        } else {
+            WORKGROUP_SIZE
+        }
+    }
+
+    /// Weight rows one workgroup computes (matvec, matvec_id; 0 for the other ops).
+    pub const fn rows_per_group(&self) -> u32 {
+        match self.op {
+            Op::MatVec | Op::MatVecId if self.rows > 0 => self.rows,
+            Op::MatVec | Op::MatVecId => WORKGROUP_SIZE / self.threads,
+            Op::GetRows | Op::MatMul => 0,
+        }
+    }
+
+    /// The named `u32` constants of the composed WGSL that the Rust side plans with (checked
+    /// against the WGSL by `tests/cpu/kernel_abi.rs`).
+    pub fn consts(&self) -> Vec<(&'static str, u32)> {
+        let mut out = vec![("WG", self.workgroup_size())];
+        match self.op {
+            Op::GetRows => out.push(("VALUES", GET_ROWS_VALUES)),
+            Op::MatMul => out.extend([("TN", MATMUL_TILE), ("TB", MATMUL_TILE)]),
+            Op::MatVec | Op::MatVecId if self.rows > 0 => {
+                out.extend([("B", self.columns), ("R", self.rows), ("U", self.unroll)])
+            }
+            Op::MatVec | Op::MatVecId => out.extend([
+                ("B", self.columns),
+                ("T", self.threads),
+                ("R", self.rows_per_group()),
+            ]),
+        }
+        out
+    }
 }
 
 /// `key` and its variants: the weight read four words per load where the format can, and
@@ -263,6 +458,25 @@ fn push_matvec(out: &mut Vec<KernelKey>, key: KernelKey) {
             ]);
         } else {
             out.extend(X_LANES.map(|n| key.with_x_lanes(n)));
+        }
+    }
+}
+
+/// `key` (on the rows mapping) and its variants: the weight read four words per load where the
+/// format can, each with both reductions, the loop rolled and (with fewer than 4 rows)
+/// unrolled.
+fn push_rows(out: &mut Vec<KernelKey>, key: KernelKey) {
+    let wide = key.with_vec_w(true);
+    let readers: &[KernelKey] = if wide.vec_w { &[key, wide] } else { &[key] };
+    for &key in readers {
+        let unrolled = key.with_unroll(true);
+        let loops: &[KernelKey] = if unrolled != key {
+            &[key, unrolled]
+        } else {
+            &[key]
+        };
+        for &key in loops {
+            out.extend([key, key.with_subgroups(true)]);
         }
     }
 }
@@ -312,6 +526,10 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
     };
     let module = decode_prefixed(key.format, packer, &names)?;
     let header = match key.op {
+        Op::MatVec if key.rows > 0 => format!(
+            "const B: u32 = {}u;\nconst WG: u32 = {}u;\nconst R: u32 = {}u;\nconst U: u32 = {}u;\n",
+            key.columns, key.threads, key.rows, key.unroll
+        ),
         Op::MatVec | Op::MatVecId => {
             format!(
                 "const B: u32 = {}u;\nconst T: u32 = {}u;\nconst U: u32 = {}u;\n",
@@ -335,18 +553,51 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         (Op::MatVec | Op::MatVecId, false) => kernel_file!("x_scalar").to_string(),
         _ => String::new(),
     };
-    // Shared x reads take their lane from the subgroup builtins of reduce_subgroup.wgsl's
-    // `Lane` (one invocation per row never reduces).
+    let x8 = match key.op {
+        Op::MatVec | Op::MatVecId => format!("{x8}\n{}", kernel_file!("x_tail")),
+        Op::GetRows | Op::MatMul => x8,
+    };
+    // Shared x reads take their lane from lane_subgroup.wgsl's `Lane` (one invocation per row
+    // never reduces).
     let reduce = match (key.op, key.uses_subgroups()) {
-        (Op::MatVec | Op::MatVecId, true) => kernel_file!("reduce_subgroup"),
-        (Op::MatVec | Op::MatVecId, false) => kernel_file!("reduce_tree"),
+        (Op::MatVec, true) if key.rows > 0 => {
+            concat!(
+                kernel_file!("lane_subgroup"),
+                kernel_file!("reduce_rows_subgroup")
+            )
+        }
+        (Op::MatVec, false) if key.rows > 0 => {
+            concat!(kernel_file!("lane_local"), kernel_file!("reduce_rows_tree"))
+        }
+        (Op::MatVec | Op::MatVecId, true) => {
+            concat!(
+                kernel_file!("lane_subgroup"),
+                kernel_file!("reduce_subgroup")
+            )
+        }
+        (Op::MatVec | Op::MatVecId, false) => {
+            concat!(kernel_file!("lane_local"), kernel_file!("reduce_tree"))
+        }
         _ => "",
+    };
+    // The matvec kernels' Params and bindings.
+    let io = match key.op {
+        Op::MatVec | Op::MatVecId => kernel_file!("matvec_io"),
+        Op::GetRows | Op::MatMul => "",
     };
     if key.int_dot {
         return Ok(format!(
-            "{header}{grids}{module}\n{reduce}\n{}\n{}",
+            "{header}{grids}{module}\n{reduce}\n{io}\n{}\n{}",
             key.op.wgsl(),
             kernel_file!("matvec_q8")
+        ));
+    }
+    if key.rows > 0 {
+        return Ok(format!(
+            "{header}{grids}{module}\n{}\n{}\n{io}\n{x8}\n{reduce}\n{}",
+            one_value8(key),
+            kernel_file!("rows"),
+            kernel_file!("matvec_rows")
         ));
     }
     let block = match key.op {
@@ -354,7 +605,7 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         Op::GetRows | Op::MatMul => String::new(),
     };
     Ok(format!(
-        "{header}{grids}{module}\n{}\n{}\n{x8}\n{reduce}\n{}\n{block}",
+        "{header}{grids}{module}\n{}\n{}\n{io}\n{x8}\n{reduce}\n{}\n{block}",
         one_value8(key),
         kernel_file!("rows"),
         key.op.wgsl()
@@ -524,6 +775,15 @@ mod tests {
         // shared x.
         let reductions = 2 * MATVEC_THREADS.len() - 1;
         let matvecs = (reductions + 2 * (MATVEC_THREADS.len() - 1) + X_LANES.len()) * 2;
+        // The rows mapping: (columns, rows) with rows × columns <= 16, both reductions, and
+        // below 4 rows also unrolled; every workgroup size, both x readers.
+        let rows_variants: usize = (1..=MATVEC_MAX_BATCH)
+            .flat_map(|c| ROWS_PER_GROUP.map(move |r| (c, r)))
+            .filter(|&(c, r)| c * r <= ROWS_MAX_SUMS)
+            .map(|(_, r)| if r < 4 { 4 } else { 2 })
+            .sum::<usize>()
+            * ROWS_WORKGROUPS.len()
+            * 2;
         // F16 and BF16 have each matvec twice: a word, or four words of the weight per load.
         let per_format = |f: &Format| {
             let readers = if matches!(f, Format::F16 | Format::BF16) {
@@ -531,7 +791,7 @@ mod tests {
             } else {
                 1
             };
-            DType::ALL.len() + 1 + readers * (9 * matvecs + matvecs)
+            DType::ALL.len() + 1 + readers * (9 * matvecs + matvecs + rows_variants)
         };
         // The integer path: every columns × threads, and the subgroup reduction for threads > 1.
         let int = 9 * reductions;

@@ -6,7 +6,7 @@ use super::params::{GetRowsParams, MatMulParams, MatVecParams, QuantizeParams};
 use super::plan::{invalid, row_runs, shape, span, RowRun, Shape, Span};
 use super::record::Bind;
 use super::{
-    binding, GetRowsJob, KernelKey, MatVecIdJob, MulMatJob, Recorder, GET_ROWS_VALUES,
+    binding, GetRowsJob, KernelKey, Mapping, MatVecIdJob, MulMatJob, Recorder, GET_ROWS_VALUES,
     MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH, WORKGROUP_SIZE,
 };
 use crate::gpu::kernels::layout::Layout;
@@ -22,7 +22,24 @@ impl Recorder {
                 job.batch
             )));
         }
-        self.mul(pass, job, false, MATVEC_MAX_BATCH as u64)
+        self.mul(pass, job, false, MATVEC_MAX_BATCH as u64, None)
+    }
+
+    /// [`Recorder::matvec`] on `mapping` whatever the policy would choose (the tuner times the
+    /// candidates with it).
+    pub(crate) fn matvec_mapped(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'_>,
+        job: &MulMatJob<'_>,
+        mapping: Mapping,
+    ) -> Result<()> {
+        if job.batch == 0 || job.batch > MATVEC_MAX_BATCH {
+            return Err(invalid(format!(
+                "matvec takes 1 to {MATVEC_MAX_BATCH} columns, not {}",
+                job.batch
+            )));
+        }
+        self.mul(pass, job, false, MATVEC_MAX_BATCH as u64, Some(mapping))
     }
 
     /// Records `Y = W X` for any number of columns: tiled through workgroup memory, or on CPU
@@ -34,9 +51,9 @@ impl Recorder {
             return Err(invalid("matmul needs at least one column".into()));
         }
         if self.set.plan.threads == 1 {
-            self.mul(pass, job, false, MATMUL_CPU_COLUMNS as u64)
+            self.mul(pass, job, false, MATMUL_CPU_COLUMNS as u64, None)
         } else {
-            self.mul(pass, job, true, 0)
+            self.mul(pass, job, true, 0, None)
         }
     }
 
@@ -46,6 +63,7 @@ impl Recorder {
         job: &MulMatJob<'_>,
         tiled: bool,
         matvec_cols: u64,
+        mapping: Option<Mapping>,
     ) -> Result<()> {
         self.set.check()?;
         let set = self.set.clone();
@@ -83,14 +101,25 @@ impl Recorder {
         // The integer path (for formats that have one: `with_int_dot`): x's codes and scales in
         // the recorder's scratch buffer.
         let int_dot = !tiled && plan.int_dot && s.k.is_multiple_of(32);
-        let rows_per_group = (WORKGROUP_SIZE / plan.threads) as u64;
         let mut c0 = 0;
         while c0 < batch {
             let cols = per_cols.min(batch - c0);
             let x = span(&job.x, c0 * s.k, cols * s.k, align, "x")?;
             let vec_x = !tiled && s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
+            let mapping = match (tiled || int_dot || cols > MATVEC_MAX_BATCH as u64, mapping) {
+                (true, _) => Mapping::Classic,
+                (false, Some(m)) => m,
+                (false, None) => set.mapping((s.format, s.k, s.rows, cols as u32)),
+            };
             let key = if tiled {
                 KernelKey::matmul(s.format)
+            } else if let Mapping::Rows(shape) = mapping {
+                let r = shape.rows_for(cols as u32);
+                KernelKey::matvec_rows(s.format, cols as u32, shape.workgroup, r, vec_x)
+                    .ok_or_else(|| invalid(format!("matvec rows shape {shape} at {cols} columns")))?
+                    .with_vec_w(vec_w)
+                    .with_subgroups(plan.rows_subgroups)
+                    .with_unroll(plan.unroll)
             } else {
                 KernelKey::matvec(s.format, cols as u32, plan.threads, vec_x)
                     .with_vec_w(vec_w)
@@ -99,6 +128,7 @@ impl Recorder {
                     .with_int_dot(int_dot)
                     .with_unroll(plan.unroll)
             };
+            let rows_per_group = key.rows_per_group() as u64;
             let (pipeline, layout) = set.pipeline(&key)?;
             let codes = if key.int_dot {
                 let bytes = (cols * s.k / 32) * 36;

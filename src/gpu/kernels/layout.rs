@@ -106,6 +106,23 @@ pub(crate) struct Plan {
     /// Whether matvec rows of several invocations are unrolled (see
     /// [`super::KernelKey::unroll`]).
     pub(crate) unroll: bool,
+    /// matvec on the rows mapping ([`super::KernelKey::rows`]) in this shape; `None`: the
+    /// classic mapping.
+    pub(crate) rows: Option<super::RowsShape>,
+    /// Whether the rows mapping reduces through subgroup shuffles.
+    pub(crate) rows_subgroups: bool,
+}
+
+/// What a matvec mapping is chosen by: the weight's format, K, N (all its rows) and the columns
+/// of one dispatch.
+pub(crate) type MappingKey = (crate::Format, u64, u64, u32);
+
+impl Plan {
+    /// The mapping of calls the policy has no choice for.
+    pub(crate) fn default_mapping(&self) -> super::Mapping {
+        self.rows
+            .map_or(super::Mapping::Classic, super::Mapping::Rows)
+    }
 }
 
 /// The kernels' state on one device, shared by the engine and every [`super::Recorder`].
@@ -119,6 +136,9 @@ pub(crate) struct KernelSet {
     /// The params group's layout (binding [`binding::PARAMS`], dynamic offset).
     pub(crate) params_layout: wgpu::BindGroupLayout,
     layouts: Mutex<HashMap<(Op, u32), Arc<Layout>>>,
+    /// The policy's per-call matvec mappings (the tuner's choices), by format, K, N and columns;
+    /// a call not listed takes the plan's default ([`KernelSet::mapping`]).
+    mappings: std::sync::RwLock<HashMap<MappingKey, super::Mapping>>,
     pipelines: PipelineCache<KernelKey>,
     /// The integer path's x quantiser, compiled on first use.
     quantizer: Mutex<Option<(Arc<wgpu::ComputePipeline>, Arc<Layout>)>>,
@@ -157,6 +177,7 @@ impl KernelSet {
             plan,
             params_layout,
             layouts: Mutex::new(HashMap::new()),
+            mappings: std::sync::RwLock::new(HashMap::new()),
             pipelines: PipelineCache::default(),
             quantizer: Mutex::new(None),
             next_id: AtomicU64::new(0),
@@ -166,6 +187,25 @@ impl KernelSet {
                 ..Created::default()
             },
         })
+    }
+
+    /// The matvec mapping of a call on a weight of `format` with `k` values per row and `n` rows,
+    /// `columns` columns: the tuner's choice where it made one, else the plan's default.
+    pub(crate) fn mapping(&self, key: MappingKey) -> super::Mapping {
+        let chosen = self.mappings.read().unwrap_or_else(|e| e.into_inner());
+        chosen
+            .get(&key)
+            .copied()
+            .unwrap_or(self.plan.default_mapping())
+    }
+
+    /// Sets (`Some`) or clears the mapping of calls with `key`.
+    pub(crate) fn set_mapping(&self, key: MappingKey, mapping: Option<super::Mapping>) {
+        let mut chosen = self.mappings.write().unwrap_or_else(|e| e.into_inner());
+        match mapping {
+            Some(m) => chosen.insert(key, m),
+            None => chosen.remove(&key),
+        };
     }
 
     /// A device loss or an uncaught error recorded by the engine's callbacks.

@@ -71,12 +71,14 @@ pub mod params;
 mod plan;
 #[cfg(feature = "gpu")]
 mod record;
+#[cfg(feature = "gpu")]
+mod tuner;
 
 #[cfg(feature = "gpu")]
 pub use api::{GetRowsJob, Job, MatVecIdJob, MulMatJob, Operand};
 pub use compose::{
-    int_dot_min, kernel_source, quantize_source, KernelKey, INT_DOT_FORMATS, MATVEC_THREADS,
-    X_LANES,
+    int_dot_min, kernel_source, quantize_source, KernelKey, Mapping, RowsShape, INT_DOT_FORMATS,
+    MATVEC_THREADS, ROWS_MAX_SUMS, ROWS_PER_GROUP, ROWS_WORKGROUPS, X_LANES,
 };
 #[cfg(feature = "gpu")]
 pub use layout::{BindingKind, Program};
@@ -84,6 +86,8 @@ pub use layout::{BindingKind, Program};
 pub(crate) use layout::{KernelSet, Plan};
 #[cfg(feature = "gpu")]
 pub use record::{Recorder, RecorderStats, RETAIN_RECORDINGS};
+#[cfg(feature = "gpu")]
+pub use tuner::{TuneReport, TuneRow, TuneSettings, TuneSource, TUNE_SHAPES};
 
 /// Columns one `matvec` dispatch takes at most.
 pub const MATVEC_MAX_BATCH: u32 = 8;
@@ -91,8 +95,8 @@ pub const MATVEC_MAX_BATCH: u32 = 8;
 pub const MATMUL_CPU_COLUMNS: u32 = 16;
 /// Rows and columns of one `matmul` workgroup's output tile (`TN`, `TB` in `matmul.wgsl`).
 pub const MATMUL_TILE: u32 = 32;
-/// Invocations per workgroup of every kernel (`WG` in `matvec.wgsl`, the `@workgroup_size` of
-/// the others).
+/// Invocations per workgroup of every kernel but the matvec rows mapping (`WG` in `matvec.wgsl`,
+/// the `@workgroup_size` of the others; [`KernelKey::workgroup_size`]).
 pub const WORKGROUP_SIZE: u32 = 64;
 /// Output values each `get_rows` invocation writes (`VALUES` in `get_rows.wgsl`).
 pub const GET_ROWS_VALUES: u32 = 8;

@@ -197,6 +197,8 @@ mod tests {
             x_lanes: 1,
             int_dot: false,
             unroll: false,
+            rows: None,
+            rows_subgroups: false,
         }
     }
 

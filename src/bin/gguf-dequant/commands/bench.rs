@@ -61,6 +61,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             let options = EngineOptions {
                 matvec_integer_dot: args.integer_dot,
                 matvec_unroll: !args.no_unroll,
+                matvec_rows: args.matvec_rows,
                 ..EngineOptions::default()
             };
             BenchAdapter::open(a, args.wall, options)

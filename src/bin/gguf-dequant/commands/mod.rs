@@ -8,6 +8,7 @@ mod dequant;
 mod inspect;
 mod load;
 mod selftest;
+mod tune;
 mod verify;
 mod verify_kernels;
 
@@ -30,6 +31,7 @@ pub fn run(command: Command) -> Result<()> {
         Command::Dequant(args) => dequant::dequant(args),
         Command::Apply(args) => apply::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Tune(args) => tune::run(&args),
     }
 }
 

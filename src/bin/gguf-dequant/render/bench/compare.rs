@@ -45,7 +45,7 @@ pub fn write_compare(reports: &[(String, Report)], out: &mut dyn Write) -> std::
                 out,
                 "A{}: {}\n    {}, driver {}, {} timing; host {}, gguf-dequant {}, {} ({file})\n    \
                  {}, rotation target {:.0} MiB; rooflines (median): buffer copy {} GB/s, \
-                 shader copy {} GB/s{}{}",
+                 shader copy {} GB/s{}{}{}",
                 columns.len(),
                 adapter_label(r, a, hosts),
                 a.device_type,
@@ -71,6 +71,10 @@ pub fn write_compare(reports: &[(String, Report)], out: &mut dyn Write) -> std::
                     "; matvec rows unrolled"
                 } else {
                     ""
+                },
+                match &a.matvec_rows {
+                    Some(shape) => format!("; matvec on the rows mapping {shape}"),
+                    None => String::new(),
                 },
             )?;
             columns.push((r, i));

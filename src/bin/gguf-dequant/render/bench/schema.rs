@@ -78,6 +78,10 @@ pub struct Adapter {
     /// `bench --no-unroll`; absent in older reports, whose rows were not: false).
     #[serde(default)]
     pub matvec_unroll: bool,
+    /// matvec on the rows mapping for GPUs in this shape, `WxR` (`bench --matvec-rows`; absent
+    /// or null: the classic mapping).
+    #[serde(default)]
+    pub matvec_rows: Option<String>,
     /// Median over this adapter's rows of the buffer-copy roofline, GB/s (without dequantisation
     /// rows: over its kernel rows' references).
     pub copy_gb_per_s: Option<f64>,
@@ -323,6 +327,7 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
             rotation_target_bytes: a.rotation_target,
             matvec_integer_dot: a.integer_dot,
             matvec_unroll: a.unroll,
+            matvec_rows: a.rows.clone(),
             copy_gb_per_s: of(i, BenchResult::copy_gb_per_s)
                 .or_else(|| of_kernels(i, KernelResult::copy_gb_per_s)),
             shader_copy_gb_per_s: of(i, BenchResult::shader_copy_gb_per_s)

@@ -1,0 +1,105 @@
+// Matrix-vector products for GPUs: y = W x for B (1..8) columns, the rows mapping. Composed by
+// src/gpu/kernels/compose.rs after the variant's constants, B (columns), WG (invocations per
+// workgroup: 32..256), R (rows per workgroup: 1..8) and U (chunks per loop step: 1 or 4), the
+// weight's decode module, rows.wgsl, the x reader (x_scalar.wgsl, or x_vec4.wgsl when K is a
+// multiple of 4 and x 16-byte aligned) and the workgroup reduction (reduce_rows_subgroup.wgsl
+// or reduce_rows_tree.wgsl). Replaces matvec.wgsl's entry `matvec` for this variant.
+// CPU twin: ops::mul_mat (f64), within the f32 bound of the kernels (any order of the sums).
+//
+// Thread mapping (as llama.cpp's mul_mat_vec): all WG invocations of a workgroup work on all R
+// rows. Invocation i takes the 8-value chunks i, i + WG, ... of every row, so the workgroup reads
+// each row's bytes front to back in WG-chunk strides; it reads each chunk's x once per column and
+// uses it for the R rows (classic matvec.wgsl reads it once per row), and decodes the R rows'
+// chunks before it sums any, so their loads are in flight together (and U steps' with U = 4).
+// Per (row, column) the WG partial sums are then reduced in a fixed order, so results repeat bit
+// for bit from run to run on one adapter; a row's sums do not depend on R (the same chunks, the
+// same invocations, the same order), which the tests check.
+//
+// Rows past the last read the last row (their sums are never written), so every invocation runs
+// the same loops and reaches the reduction's barriers. The grid may be folded to 2-D: group =
+// wid.y * nwg.x + wid.x; surplus workgroups return at once (uniformly). Params and the w and y
+// bindings: matvec_io.wgsl, composed before this file (matvec_id's members unused here).
+
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+
+// Sums per invocation: row r, column b at index r * B + b.
+const RB: u32 = R * B;
+// Chunks decoded per unrolled step (U of each row).
+const RU: u32 = R * U;
+
+@compute @workgroup_size(WG)
+fn matvec(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    lane: Lane,
+) {
+    let lid = lane_index(lane);
+    let group = wid.y * nwg.x + wid.x;
+    let row0 = group * R;
+    if (row0 >= params.n_rows) {
+        return; // uniform per workgroup
+    }
+    let k = params.k;
+    var base: array<u32, R>;
+    for (var r = 0u; r < R; r++) {
+        base[r] = params.w_skip + min(row0 + r, params.n_rows - 1u) * params.row_bytes;
+    }
+    var acc: array<f32, RB>;
+    let n_chunks = (k + 7u) / 8u;
+    let whole = k / 8u;
+    var c = lid;
+    if (U > 1u) {
+        // U chunks of each of the R rows decoded per step before any is summed.
+        for (; c + (U - 1u) * WG < whole; c += U * WG) {
+            var v: array<array<vec4<f32>, 2>, RU>;
+            for (var u = 0u; u < U; u++) {
+                for (var r = 0u; r < R; r++) {
+                    v[u * R + r] = chunk8(base[r], c + u * WG);
+                }
+            }
+            for (var u = 0u; u < U; u++) {
+                let at = params.x_skip + 8u * (c + u * WG);
+                for (var b = 0u; b < B; b++) {
+                    let xs = x8(at + b * k);
+                    for (var r = 0u; r < R; r++) {
+                        let vr = v[u * R + r];
+                        acc[r * B + b] += dot(vr[0], xs[0]) + dot(vr[1], xs[1]);
+                    }
+                }
+            }
+        }
+    }
+    for (; c < n_chunks; c += WG) {
+        var v: array<array<vec4<f32>, 2>, R>;
+        for (var r = 0u; r < R; r++) {
+            v[r] = chunk8(base[r], c);
+        }
+        let at = params.x_skip + 8u * c;
+        if (8u * c + 8u <= k) {
+            for (var b = 0u; b < B; b++) {
+                let xs = x8(at + b * k);
+                for (var r = 0u; r < R; r++) {
+                    acc[r * B + b] += dot(v[r][0], xs[0]) + dot(v[r][1], xs[1]);
+                }
+            }
+        } else {
+            // The ragged end of a one-value format's row: only the lanes inside it (NaN and
+            // infinity outside are masked by select, never multiplied by zero).
+            let m = chunk_mask(c, k);
+            for (var b = 0u; b < B; b++) {
+                let xs = x8_tail(at + b * k, c, k);
+                for (var r = 0u; r < R; r++) {
+                    let v0 = select(vec4<f32>(0.0), v[r][0], m[0]);
+                    let v1 = select(vec4<f32>(0.0), v[r][1], m[1]);
+                    acc[r * B + b] += dot(v0, xs[0]) + dot(v1, xs[1]);
+                }
+            }
+        }
+    }
+    // Invocation j < RB gets the workgroup's sum for row j / B, column j % B.
+    let total = reduce_rows(acc, lane, lid);
+    let r = lid / B;
+    if (lid < RB && row0 + r < params.n_rows) {
+        y[params.y_skip + (lid % B) * params.y_stride + row0 + r] = total;
+    }
+}
