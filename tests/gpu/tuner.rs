@@ -147,3 +147,60 @@ fn tuner(engine: &GpuEngine) {
     );
 }
 gpu_test!(kernels_tuner, tuner);
+
+/// The loader tunes once a model is resident when asked to (`LoadOptions::tuning`; CPU adapters
+/// default to `off`): SmolLM2's block 0, forced, every (format, K, N) of its matrices raced, the
+/// report on the model; by default on a CPU adapter, no tuning at all.
+fn loader_tunes(engine: &GpuEngine) {
+    use gguf_dequant::gpu::loader::{LoadOptions, Residency, WeightLoader};
+    use gguf_dequant::{GgufFile, Selection};
+    use std::sync::Arc;
+    let Some(path) = crate::support::model_file("loader_tunes", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    else {
+        return;
+    };
+    let backend = label(engine);
+    let file = GgufFile::open(&path).unwrap();
+    let shared = Arc::new(
+        GpuEngine::from_device(
+            engine.device().clone(),
+            engine.queue().clone(),
+            EngineOptions::default(),
+        )
+        .unwrap(),
+    );
+    let selection = Selection::Glob(vec!["blk.0.*".into()]);
+    let plain = WeightLoader::with_engine(shared.clone(), LoadOptions::default());
+    let model = plain.load(&file, &selection, Residency::Raw).unwrap();
+    assert!(
+        model.tuning().is_none(),
+        "{backend}: CPU adapters default to off"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = TuneSettings {
+        cache_dir: Some(dir.path().to_path_buf()),
+        ..TuneSettings::new(Tuning::Force)
+    };
+    settings.rules.key_budget = Duration::from_secs(5);
+    settings.total_budget = Duration::from_secs(60);
+    let tuned = WeightLoader::with_engine(
+        shared,
+        LoadOptions {
+            tuning: Some(settings),
+            ..LoadOptions::default()
+        },
+    );
+    let model = tuned.load(&file, &selection, Residency::Raw).unwrap();
+    let report = model.tuning().expect("tuned");
+    assert!(
+        report.warnings.is_empty(),
+        "{backend}: {:?}",
+        report.warnings
+    );
+    // Block 0's seven matrices: q, k, v, o (576x576 and 576x192) and gate, up, down.
+    let keys: Vec<String> = report.rows.iter().map(|r| r.key.to_string()).collect();
+    assert!(keys.len() >= 4, "{backend}: {keys:?}");
+    assert!(report.rows.iter().all(|r| r.source == TuneSource::Measured));
+    assert!(report.cache.as_ref().is_some_and(|p| p.exists()));
+}
+gpu_test!(loader_tunes_when_asked, loader_tunes);

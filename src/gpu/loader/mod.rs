@@ -199,8 +199,54 @@ impl WeightLoader {
         residency: Residency,
         options: &LoadOptions,
     ) -> Result<ResidentModel> {
-        self.load_inner(file, selection, residency, options)
-            .map_err(|e| self.lost_or(e))
+        let mut model = self
+            .load_inner(file, selection, residency, options)
+            .map_err(|e| self.lost_or(e))?;
+        model.tuning = self.tune(&model, options);
+        Ok(model)
+    }
+
+    /// Tunes matvec for `model`'s matrices in the mode of `options` (see
+    /// [`LoadOptions::tuning`]); `None` where it is off. A failure is a report with a warning.
+    fn tune(
+        &self,
+        model: &ResidentModel,
+        options: &LoadOptions,
+    ) -> Option<crate::gpu::kernels::TuneReport> {
+        use crate::gpu::kernels::{TuneReport, TuneSettings};
+        use crate::gpu::tune::Tuning;
+        let mut warnings = Vec::new();
+        let settings = options.tuning.clone().unwrap_or_else(|| {
+            let env = Tuning::from_env().unwrap_or_else(|e| {
+                warnings.push(format!("{e}: ignored"));
+                None
+            });
+            let device = self.engine.adapter_info().device_type;
+            TuneSettings::new(env.unwrap_or_else(|| Tuning::default_for(device)))
+        });
+        let mode = settings.tuning;
+        if mode == Tuning::Off {
+            return None;
+        }
+        let matrices: Vec<&ResidentTensor> = model
+            .tensors()
+            .iter()
+            .filter(|t| t.dims.len() >= 2 && t.format.has_shader())
+            .collect();
+        let mut report = self
+            .engine
+            .tune_matvec(&matrices, &[1], &settings)
+            .unwrap_or_else(|e| TuneReport {
+                tuning: mode,
+                rows: Vec::new(),
+                cache: None,
+                warnings: vec![format!(
+                    "tuning failed, every call keeps the engine's default: {e}"
+                )],
+                seconds: 0.0,
+            });
+        report.warnings.splice(0..0, warnings);
+        Some(report)
     }
 
     /// A failure of a lost device surfaces as whatever call hit it first (a validation or

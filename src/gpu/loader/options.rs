@@ -112,6 +112,13 @@ pub struct LoadOptions {
     /// Called with the bytes of file data in each staging chunk once it is submitted (e.g. to
     /// drive a progress bar); the calls of one load add up to its `bytes_read`. Default: none.
     pub progress: Option<Progress>,
+    /// How to tune matvec for the loaded matrices once they are resident
+    /// ([`crate::gpu::GpuEngine::tune_matvec`], one column; the report is
+    /// [`super::ResidentModel::tuning`]). `None` (the default): the default budgets and cache, in
+    /// the mode `GGUF_DEQUANT_TUNE` names, else `on` on GPUs and `off` on CPU adapters. A failed
+    /// tuning never fails the load: every call then keeps the engine's default, and the report
+    /// says why.
+    pub tuning: Option<crate::gpu::kernels::TuneSettings>,
 }
 
 /// A progress callback for [`LoadOptions::progress`]: `Progress::new(move |bytes| bar.inc(bytes))`.
@@ -147,6 +154,7 @@ impl Default for LoadOptions {
             gpu_budget_bytes: None,
             timeout: Duration::from_secs(60),
             progress: None,
+            tuning: None,
         }
     }
 }

@@ -230,6 +230,8 @@ pub struct ResidentModel {
     /// Indices into `tensors`, sorted by name.
     by_name: Vec<usize>,
     report: LoadReport,
+    /// What the tuner did after the load (`None`: tuning off).
+    pub(super) tuning: Option<crate::gpu::kernels::TuneReport>,
     _registration: Registration,
     _allocation: Allocation,
 }
@@ -262,6 +264,7 @@ impl ResidentModel {
             tensors,
             by_name,
             report,
+            tuning: None,
             _allocation: allocation,
         }
     }
@@ -293,6 +296,12 @@ impl ResidentModel {
     /// Figures of the load.
     pub fn report(&self) -> &LoadReport {
         &self.report
+    }
+
+    /// What the tuner did once the model was resident ([`super::LoadOptions::tuning`]); `None`
+    /// where tuning was off.
+    pub fn tuning(&self) -> Option<&crate::gpu::kernels::TuneReport> {
+        self.tuning.as_ref()
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
+use gguf_dequant::gpu::kernels::{TuneReport, TuneSource};
 use gguf_dequant::gpu::loader::{
     self, LoadOptions, LoadReport, LoadRooflines, MultiLoader, MultiModel, Placement,
     Progress as Ticks, Residency, RooflineOptions, Source, Split, WeightLoader,
@@ -41,6 +42,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
     let model = loader.load(&file, &selection, args.dtype)?;
     bar.finish();
     let r = model.report().clone();
+    let tuning = model.tuning().cloned();
     let peak_rss = gguf_dequant::sys::peak_rss_bytes();
     // Measured right after the load, in the same machine state, once the model is gone: the
     // device has room again, the peak memory stays the load's, and what the load freed can only
@@ -58,8 +60,40 @@ pub fn run(args: LoadArgs) -> Result<()> {
         rooflines,
         // O_DIRECT reads from the disk whatever the page cache holds.
         from_disk: args.cold || r.source == Source::Direct,
+        tuning,
     };
     print(&args, &r, On::Adapter(&engine), &figures)
+}
+
+/// What the tuner did after the load, as JSON.
+fn tuning_json(t: &TuneReport) -> serde_json::Value {
+    let count = |s: TuneSource| t.rows.iter().filter(|r| r.source == s).count();
+    json!({
+        "mode": t.tuning.name(), "keys": t.rows.len(), "measured": count(TuneSource::Measured),
+        "cached": count(TuneSource::Cache), "seconds": t.seconds,
+        "cache": t.cache.as_ref().map(|p| p.display().to_string()), "warnings": t.warnings,
+    })
+}
+
+/// What the tuner did after the load, in one line.
+fn tuning_line(t: &TuneReport) -> String {
+    let count = |s: TuneSource| t.rows.iter().filter(|r| r.source == s).count();
+    format!(
+        "matvec tuned ({}): {} keys, {} measured, {} from the cache, {:.2} s{}{}",
+        t.tuning,
+        t.rows.len(),
+        count(TuneSource::Measured),
+        count(TuneSource::Cache),
+        t.seconds,
+        t.cache
+            .as_ref()
+            .map(|p| format!("; cache {}", p.display()))
+            .unwrap_or_default(),
+        t.warnings
+            .iter()
+            .map(|w| format!("; warning: {w}"))
+            .collect::<String>()
+    )
 }
 
 /// `--cold`: the files' pages dropped from the page cache first.
@@ -93,6 +127,8 @@ struct Figures {
     rooflines: Option<LoadRooflines>,
     /// Whether the load read from the disk (`--cold`, O_DIRECT).
     from_disk: bool,
+    /// What the tuner did after the load (`None`: off, or several devices).
+    tuning: Option<TuneReport>,
 }
 
 /// `--devices`: the placement is checked before any device is created, then every device loads
@@ -137,6 +173,7 @@ fn run_on_devices(args: &LoadArgs, devices: &Devices) -> Result<()> {
         peak_rss: gguf_dequant::sys::peak_rss_bytes(),
         rooflines: None,
         from_disk: args.cold || args.source == Source::Direct,
+        tuning: None,
     };
     print(
         args,
@@ -232,6 +269,7 @@ fn print(args: &LoadArgs, r: &LoadReport, on: On<'_>, figures: &Figures) -> Resu
         peak_rss,
         rooflines,
         from_disk,
+        tuning,
     } = figures;
     let (from_disk, device_seconds) = (*from_disk, *device_seconds);
     let fraction = rooflines.as_ref().and_then(|f| f.fraction(r, from_disk));
@@ -251,6 +289,7 @@ fn print(args: &LoadArgs, r: &LoadReport, on: On<'_>, figures: &Figures) -> Resu
             "readers": r.readers, "chunks": r.chunks, "cold": args.cold,
             "rooflines": rooflines.as_ref().map(|f| rooflines_json(f, from_disk)),
             "fraction": fraction,
+            "tuning": tuning.as_ref().map(tuning_json),
         });
         if let On::Devices { model, numbers, .. } = &on {
             let devices: Vec<_> = model
@@ -320,6 +359,9 @@ fn print(args: &LoadArgs, r: &LoadReport, on: On<'_>, figures: &Figures) -> Resu
     )?;
     writeln!(out, "bytes resident: {}", r.bytes_resident)?;
     writeln!(out, "seconds:        {:.3}", r.seconds)?;
+    if let Some(t) = tuning {
+        writeln!(out, "tuning:         {}", tuning_line(t))?;
+    }
     writeln!(out, "speed:          {:.2} GB/s read", r.gb_per_s())?;
     let devices = if matches!(on, On::Devices { .. }) {
         "devices"
