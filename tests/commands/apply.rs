@@ -617,6 +617,15 @@ fn apply_usage_errors_exit_2() {
         &["verify", "m.gguf", "--max-rows", "4"],
         &["verify", "m.gguf", "--op", "all", "--dtype", "f16"],
         &["verify", "m.gguf", "--op", "softmax"],
+        &[
+            "verify",
+            "m.gguf",
+            "--op",
+            "matvec",
+            "--variant",
+            "rows:64x3",
+        ],
+        &["verify", "m.gguf", "--variant", "classic"],
     ] {
         let o = run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -711,6 +720,27 @@ fn verify_op_all_passes_with_documented_json() {
         assert_eq!(json["seed"], 7);
         assert_eq!(json["max_rows"], 4);
         assert_eq!(json["backend"], backend);
+        assert_eq!(json["matvec_variant"], "classic");
+        // The rows mapping forced: within the bound, and named.
+        let o = run(&[
+            "verify",
+            p,
+            "--op",
+            "matvec",
+            "--max-rows",
+            "4",
+            "--backend",
+            backend,
+            "--json",
+            "--variant",
+            "rows:64x2",
+        ]);
+        ok(&o, backend);
+        let rows: Json = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(
+            (&rows["ok"], &rows["matvec_variant"]),
+            (&Json::Bool(true), &Json::from("rows:64x2"))
+        );
         let checks = json["checks"].as_array().unwrap();
         let n_ops = Op::ALL.len();
         assert_eq!(checks.len(), n_ops * file.tensors().len());

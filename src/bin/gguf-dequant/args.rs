@@ -220,6 +220,10 @@ pub struct VerifyArgs {
     /// With --op: the seed of the random inputs and row runs.
     #[arg(long, default_value_t = 1, requires = "op")]
     pub seed: u64,
+    /// With --op: matvec's variant: `classic` (each row its own invocations) or `rows:WxR` (the
+    /// rows mapping for GPUs, e.g. rows:128x2) [default: the engine's].
+    #[arg(long, value_name = "classic|rows:WxR", requires = "op")]
+    pub variant: Option<gguf_dequant::gpu::kernels::Mapping>,
     #[command(flatten)]
     pub report: Report,
 }
@@ -296,6 +300,10 @@ pub struct ApplyArgs {
     /// without one].
     #[arg(long, value_parser = backend::parser(DECODE))]
     pub backend: Option<Backend>,
+    /// matvec's variant: `classic` (each row its own invocations) or `rows:WxR` (the rows
+    /// mapping for GPUs, e.g. rows:128x2) [default: the engine's].
+    #[arg(long, value_name = "classic|rows:WxR")]
+    pub variant: Option<gguf_dequant::gpu::kernels::Mapping>,
     /// No summary line on stderr.
     #[arg(long, short)]
     pub quiet: bool,

@@ -93,7 +93,7 @@ impl std::fmt::Display for Mapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Mapping::Classic => f.write_str("classic"),
-            Mapping::Rows(s) => write!(f, "rows {s}"),
+            Mapping::Rows(s) => write!(f, "rows:{s}"),
         }
     }
 }
@@ -101,7 +101,7 @@ impl std::fmt::Display for Mapping {
 impl std::str::FromStr for Mapping {
     type Err = String;
 
-    /// `classic` or `rows WxR` (also `rows:WxR`, or `WxR` alone).
+    /// `classic` or `rows:WxR` (also `rows WxR`, or `WxR` alone).
     fn from_str(s: &str) -> std::result::Result<Mapping, String> {
         let s = s.trim();
         if s.eq_ignore_ascii_case("classic") {
@@ -111,7 +111,10 @@ impl std::str::FromStr for Mapping {
             .strip_prefix("rows")
             .map(|r| r.trim_start_matches([' ', ':', '=']))
             .unwrap_or(s);
-        shape.parse().map(Mapping::Rows)
+        shape
+            .parse()
+            .map(Mapping::Rows)
+            .map_err(|e| format!("matvec variant '{s}': expected classic or rows:WxR; {e}"))
     }
 }
 

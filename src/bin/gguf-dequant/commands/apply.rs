@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use gguf_dequant::gguf::TensorInfo;
-use gguf_dequant::gpu::kernels::{Input as KernelInput, Inputs, Op};
+use gguf_dequant::gpu::kernels::{Input as KernelInput, Inputs, Mapping, Op};
 use gguf_dequant::gpu::loader::{LoadOptions, Residency, WeightLoader};
 use gguf_dequant::gpu::{GpuEngine, GpuError};
 use gguf_dequant::output::{self, OutputFormat, OutputTensor};
@@ -110,7 +110,7 @@ pub fn run(args: &ApplyArgs) -> Result<()> {
         output::refuse_input(&args.out, ids)?;
     }
     let (input, x_shape) = read_input(args, &weight)?;
-    let engine = engine(backend, args.quiet)?;
+    let engine = engine(backend, args.quiet, args.variant)?;
     if engine.is_some() {
         check_shader(&args.file, info)?;
     }
@@ -406,11 +406,15 @@ fn read_input(args: &ApplyArgs, w: &Weight<'_>) -> Result<(Input, Vec<u64>)> {
 
 /// The engine for `backend`, or `None` for the CPU. `auto` without any adapter falls back to the
 /// CPU with a note; a named backend without an adapter is an error.
-fn engine(backend: Backend, quiet: bool) -> Result<Option<Arc<GpuEngine>>> {
+fn engine(
+    backend: Backend,
+    quiet: bool,
+    variant: Option<Mapping>,
+) -> Result<Option<Arc<GpuEngine>>> {
     if backend == Backend::Cpu {
         return Ok(None);
     }
-    match GpuEngine::new(backend) {
+    match GpuEngine::with_options(backend, super::variant_options(variant)) {
         Ok(engine) => Ok(Some(Arc::new(engine))),
         Err(Error::Gpu(GpuError::NoAdapter { .. })) if backend == Backend::Auto => {
             if !quiet {

@@ -14,6 +14,8 @@ mod verify_kernels;
 
 use anyhow::Result;
 use gguf_dequant::gguf::TensorInfo;
+use gguf_dequant::gpu::kernels::Mapping;
+use gguf_dequant::gpu::{EngineOptions, GpuEngine};
 use gguf_dequant::GgufFile;
 use gguf_dequant::Selection;
 
@@ -33,6 +35,25 @@ pub fn run(command: Command) -> Result<()> {
         Command::Bench(args) => bench::run(&args),
         Command::Tune(args) => tune::run(&args),
     }
+}
+
+/// Engine options with matvec's variant forced to `variant` (`--variant`), else the defaults.
+fn variant_options(variant: Option<Mapping>) -> EngineOptions {
+    EngineOptions {
+        matvec_rows: match variant {
+            Some(Mapping::Rows(shape)) => Some(shape),
+            Some(Mapping::Classic) | None => None,
+        },
+        ..EngineOptions::default()
+    }
+}
+
+/// The matvec variant `engine` runs by default, as `--variant` spells it.
+fn variant_name(engine: &GpuEngine) -> String {
+    engine
+        .matvec_rows()
+        .map_or(Mapping::Classic, Mapping::Rows)
+        .to_string()
 }
 
 /// The tensors of `file` that `selection` picks, in file order: the one place where the command

@@ -103,7 +103,7 @@ impl TensorReport<'_> {
 pub fn run(args: &VerifyArgs, op: &KernelChoice) -> Result<()> {
     let backend = backend::choose(args.backend, GPU)?;
     let file = GgufFile::open(&args.file)?;
-    let engine = GpuEngine::new(backend)?;
+    let engine = GpuEngine::with_options(backend, super::variant_options(args.variant))?;
     let ops = &op.ops[..];
     let bar = Progress::steps(args.report.quiet, args.report.json);
     let n = file.tensors().len() as u64;
@@ -125,6 +125,7 @@ pub fn run(args: &VerifyArgs, op: &KernelChoice) -> Result<()> {
         render::print_json(&json!({
             "file": render::path_json(&args.file), "backend": backend, "adapter": adapter,
             "op": op.name, "seed": args.seed, "max_rows": args.max_rows, "ok": bad == 0,
+            "matvec_variant": super::variant_name(&engine),
             "checks": entries,
         }))?;
     } else {
@@ -508,6 +509,9 @@ fn write_table(
             write!(out, ", {} bit-exact", exact.join(", "))?;
         }
         write!(out, "; {skipped} tensors skipped")?;
+        if ops.contains(&Op::MatVec) {
+            write!(out, "; matvec variant {}", super::variant_name(engine))?;
+        }
         if sub > 0 {
             write!(
                 out,
