@@ -693,13 +693,15 @@ fn two_decode_modules_in_one_shader(engine: &GpuEngine) {
 gpu_test!(decode_modules_compose, two_decode_modules_in_one_shader);
 
 /// The matvec rows mapping for GPUs (all W invocations of a workgroup on R rows, each chunk of x
-/// read once for them): every format, rows long enough for whole unrolled steps and a ragged
-/// rest (a ragged row end for the one-value formats), 5 rows (a last workgroup of dead rows),
-/// 1 and 3 columns, within the bound of the f64 reference and bit-identical to one row per
+/// read once for them), within the bound of the f64 reference and bit-identical to one row per
 /// workgroup a chunk per step with the same W and reduction (a row's sums depend on neither R
-/// nor the unrolling): 64 invocations on 4 rows with the subgroup reduction where the adapter
-/// has one, and (on six formats) 256 on 2 rows, unrolled, through workgroup memory. matvec_id
-/// keeps the classic mapping. Then 8 columns (rows halved to 2: rows × columns at most 16) on 8 rows.
+/// nor the unrolling), rows long enough for a whole unrolled step and a ragged rest (a ragged row
+/// end for the one-value formats), 5 rows (a last workgroup of dead rows): every format at one
+/// column on 64 invocations and 4 rows, with the subgroup reduction where the adapter has one;
+/// on one format of each family also 3 columns and matvec_id (which keeps the classic mapping),
+/// on 2 rows unrolled (two chunks of each per step: slow to compile on CPU implementations, and
+/// the same loop for every decoder), and on 32 invocations through workgroup memory. Then 8
+/// columns (rows halved to 2: rows × columns at most 16) on 8 rows.
 fn rows_mapping(engine: &GpuEngine) {
     use gguf_dequant::gpu::kernels::RowsShape;
     let backend = label(engine);
@@ -720,20 +722,17 @@ fn rows_mapping(engine: &GpuEngine) {
         .device()
         .features()
         .contains(wgpu::Features::SUBGROUP);
-    let pairs = [
-        (open(64, 4, true, true), open(64, 1, false, true)),
-        (open(256, 2, true, false), open(256, 1, false, false)),
-    ];
+    let (wide, one) = (open(64, 4, true, true), open(64, 1, false, true));
     let info = engine.adapter_info();
     assert_eq!(
-        pairs[0].0.matvec_rows_subgroups(),
+        wide.matvec_rows_subgroups(),
         sg && info.subgroup_min_size >= 4 && info.subgroup_max_size <= 64,
         "{backend}"
     );
-    assert!(!pairs[1].0.matvec_rows_subgroups());
-    assert_eq!(pairs[1].0.matvec_rows(), RowsShape::new(256, 2));
-    // Every format on the first pair; the second (another workgroup size, reduction and
-    // unrolling, the same decoders) on one format of each family.
+    let (tree, tree_one) = (open(32, 2, true, false), open(32, 1, false, false));
+    assert!(!tree.matvec_rows_subgroups());
+    assert_eq!(tree.matvec_rows(), RowsShape::new(32, 2));
+    let two = open(64, 2, true, true);
     let few = [
         Format::Q4_0,
         Format::Q4_K,
@@ -742,23 +741,34 @@ fn rows_mapping(engine: &GpuEngine) {
         Format::MXFP4,
         Format::F16,
     ];
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
     for (fi, &f) in formats::WITH_SHADER.iter().enumerate() {
         let b = f.block_elems();
-        let k = if b == 1 { 2304 + 13 } else { 2304 + b };
-        let n = if few.contains(&f) { 2 } else { 1 };
-        for (engine, reference) in &pairs[..n] {
-            let shape = engine.matvec_rows().unwrap();
-            let what = format!("{backend} {f} rows {shape} K={k}");
+        // 1024 values are 128 chunks: one whole step of 64 invocations × 2 chunks, then the rest.
+        let k = if b == 1 { 1024 + 13 } else { 1024 + b };
+        let seeds = (1900 + fi as u64, fi as u64);
+        let what = format!("{backend} {f} rows 64x4 K={k}");
+        if few.contains(&f) {
+            same_rows(&what, &wide, &one, f, k, 5, seeds);
+            same_rows(&format!("{what} (2 rows)"), &two, &one, f, k, 5, seeds);
             same_rows(
-                &what,
-                engine,
-                reference,
+                &format!("{what} (32x2 tree)"),
+                &tree,
+                &tree_one,
                 f,
                 k,
                 5,
-                (1900 + fi as u64, fi as u64),
+                seeds,
             );
+            continue;
         }
+        let raw = weights(f, k * 5, seeds.0);
+        let dims = [k as u64, 5];
+        let w = ResidentTensor::upload(&wide, "w", f, &dims, &raw).unwrap();
+        let x = inputs(k, seeds.1);
+        let got = wide.matvec(&w, &x, 1).unwrap();
+        within(&what, &ops::mul_mat(f, &raw, k, &x, 1).unwrap(), &got);
+        assert_eq!(bits(got), bits(one.matvec(&w, &x, 1).unwrap()), "{what}");
     }
     let (f, k, n) = (Format::Q4_K, 1024, 19);
     let raw = weights(f, k * n, 7);

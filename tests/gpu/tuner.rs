@@ -17,8 +17,23 @@ use crate::gpu_test;
 use crate::kernels::{inputs, weights, within};
 use crate::support::gpu::label;
 
+/// An engine on `engine`'s device with matvec rows a chunk per step.
+fn rolled(engine: &GpuEngine) -> GpuEngine {
+    GpuEngine::from_device(
+        engine.device().clone(),
+        engine.queue().clone(),
+        EngineOptions {
+            matvec_unroll: false,
+            ..EngineOptions::default()
+        },
+    )
+    .unwrap()
+}
+
 fn tuner(engine: &GpuEngine) {
     let backend = label(engine);
+    // Rolled rows: the candidates' unrolled loops are slow to compile on CPU implementations.
+    let engine = &rolled(engine);
     let dir = tempfile::tempdir().unwrap();
     let shapes = [
         (Format::Q4_K, 512, 40),
@@ -123,12 +138,7 @@ fn tuner(engine: &GpuEngine) {
         .rows
         .iter()
         .all(|r| r.source == TuneSource::Prior && r.mapping == prior));
-    let plain = GpuEngine::from_device(
-        engine.device().clone(),
-        engine.queue().clone(),
-        EngineOptions::default(),
-    )
-    .unwrap();
+    let plain = rolled(engine);
     let (f, k, n) = shapes[0];
     let w = ResidentTensor::upload(&plain, "w", f, &[k as u64, n as u64], &raws[0]).unwrap();
     let x = inputs(k, 3);
@@ -161,14 +171,7 @@ fn loader_tunes(engine: &GpuEngine) {
     };
     let backend = label(engine);
     let file = GgufFile::open(&path).unwrap();
-    let shared = Arc::new(
-        GpuEngine::from_device(
-            engine.device().clone(),
-            engine.queue().clone(),
-            EngineOptions::default(),
-        )
-        .unwrap(),
-    );
+    let shared = Arc::new(rolled(engine));
     let selection = Selection::Glob(vec!["blk.0.*".into()]);
     let plain = WeightLoader::with_engine(shared.clone(), LoadOptions::default());
     let model = plain.load(&file, &selection, Residency::Raw).unwrap();
