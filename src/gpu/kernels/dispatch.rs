@@ -113,20 +113,9 @@ impl Recorder {
             };
             let key = if tiled {
                 KernelKey::matmul(s.format)
-            } else if let Mapping::Rows(shape) = mapping {
-                let r = shape.rows_for(cols as u32);
-                KernelKey::matvec_rows(s.format, cols as u32, shape.workgroup, r, vec_x)
-                    .ok_or_else(|| invalid(format!("matvec rows shape {shape} at {cols} columns")))?
-                    .with_vec_w(vec_w)
-                    .with_subgroups(plan.rows_subgroups)
-                    .with_unroll(plan.unroll)
             } else {
-                KernelKey::matvec(s.format, cols as u32, plan.threads, vec_x)
-                    .with_vec_w(vec_w)
-                    .with_subgroups(plan.subgroups)
-                    .with_x_lanes(plan.x_lanes)
-                    .with_int_dot(int_dot)
-                    .with_unroll(plan.unroll)
+                plan.matvec_key(s.format, cols as u32, (vec_x, vec_w, int_dot), mapping)
+                    .ok_or_else(|| invalid(format!("matvec {mapping} at {cols} columns")))?
             };
             let rows_per_group = key.rows_per_group() as u64;
             let (pipeline, layout) = set.pipeline(&key)?;

@@ -123,6 +123,34 @@ impl Plan {
         self.rows
             .map_or(super::Mapping::Classic, super::Mapping::Rows)
     }
+
+    /// The matvec kernel of `columns` columns of `format` on `mapping`, with this plan's
+    /// reductions, shared x and unrolling (the integer path where `int_dot`, classic mapping
+    /// only); `None` for a rows shape that is no variant at that many columns.
+    pub(crate) fn matvec_key(
+        &self,
+        format: crate::Format,
+        columns: u32,
+        (vec_x, vec_w, int_dot): (bool, bool, bool),
+        mapping: super::Mapping,
+    ) -> Option<super::KernelKey> {
+        use super::KernelKey;
+        Some(match mapping {
+            super::Mapping::Rows(shape) => {
+                let r = shape.rows_for(columns);
+                KernelKey::matvec_rows(format, columns, shape.workgroup, r, vec_x)?
+                    .with_vec_w(vec_w)
+                    .with_subgroups(self.rows_subgroups)
+                    .with_unroll(self.unroll)
+            }
+            super::Mapping::Classic => KernelKey::matvec(format, columns, self.threads, vec_x)
+                .with_vec_w(vec_w)
+                .with_subgroups(self.subgroups)
+                .with_x_lanes(self.x_lanes)
+                .with_int_dot(int_dot)
+                .with_unroll(self.unroll),
+        })
+    }
 }
 
 /// The kernels' state on one device, shared by the engine and every [`super::Recorder`].

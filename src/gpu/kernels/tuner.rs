@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::plan::shape;
-use super::{kernel_source, KernelKey, Mapping, MulMatJob, Operand, RowsShape, MATVEC_MAX_BATCH};
+use super::{kernel_source, Mapping, MulMatJob, Operand, RowsShape, MATVEC_MAX_BATCH};
 use crate::formats::sample::{finite_blocks, normal_blocks, Rng};
 use crate::gpu::loader::ResidentTensor;
 use crate::gpu::timing::GpuTimer;
@@ -275,8 +275,13 @@ impl GpuEngine {
     ) -> Result<(TuneCache, Option<String>)> {
         let mut sources = Vec::new();
         for key in keys {
+            // The kernel each candidate runs (vec4 x, the weight a word per load): the variant
+            // the cache's hash stands for.
+            let plan = &self.kernels.plan;
             for m in self.matvec_candidates(key.columns) {
-                sources.push(kernel_source(&self.candidate_key(key, m))?);
+                if let Some(k) = plan.matvec_key(key.format, key.columns, (true, false, false), m) {
+                    sources.push(kernel_source(&k)?);
+                }
             }
         }
         sources.sort();
@@ -292,24 +297,6 @@ impl GpuEngine {
             None => TuneCache::dir()?,
         };
         Ok(TuneCache::open(&dir, fingerprint))
-    }
-
-    /// The kernel a candidate runs for `key` (vec4 x, the weight a word per load: the variant
-    /// the cache hash stands for).
-    fn candidate_key(&self, key: &TuneKey, m: Mapping) -> KernelKey {
-        let plan = &self.kernels.plan;
-        match m {
-            Mapping::Rows(s) => {
-                KernelKey::matvec_rows(key.format, key.columns, s.workgroup, s.rows, true)
-                    .unwrap_or_else(|| KernelKey::matvec(key.format, key.columns, 64, true))
-                    .with_subgroups(plan.rows_subgroups)
-                    .with_unroll(plan.unroll)
-            }
-            Mapping::Classic => KernelKey::matvec(key.format, key.columns, plan.threads, true)
-                .with_subgroups(plan.subgroups)
-                .with_x_lanes(plan.x_lanes)
-                .with_unroll(plan.unroll),
-        }
     }
 
     /// Races the candidates of one key; the cache entry (where one was measured) and the row.
