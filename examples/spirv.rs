@@ -28,7 +28,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use gguf_dequant::gpu::kernels::{kernel_source, KernelKey, Op};
+use gguf_dequant::gpu::kernels::{kernel_source, KernelKey, Op, Precision};
 use gguf_dequant::Format;
 use rayon::prelude::*;
 
@@ -52,7 +52,7 @@ use rayon::prelude::*;
 fn values_per_step(key: &KernelKey) -> (u32, &'static str) {
     let block = key.format.block_elems() as u32;
     match key.op {
-        Op::MatVec | Op::MatVecId if key.int_dot => (8, "loop"),
+        Op::MatVec | Op::MatVecId if key.precision == Precision::Int8 => (8, "loop"),
         Op::MatVec | Op::MatVecId if key.rows > 0 => (8 * key.unroll * key.rows, "loop"),
         Op::MatVec | Op::MatVecId if key.threads == 1 && block >= 8 => (block, "loop"),
         Op::MatVec | Op::MatVecId => (8 * key.unroll, "loop"),
@@ -74,7 +74,9 @@ fn gpu_variant(key: &KernelKey) -> bool {
             && key.subgroups
             && key.vec_x;
     }
-    matches!(key.threads, 32 | 64) && key.subgroups && (key.vec_x || key.int_dot)
+    matches!(key.threads, 32 | 64)
+        && key.subgroups
+        && (key.vec_x || key.precision == Precision::Int8)
 }
 
 /// A readable, file-name-safe name of `key`: `op.FORMAT.c1.t32.u4.vx.vw.sg.xl4.int` (fields an op
@@ -100,7 +102,8 @@ fn variant_name(key: &KernelKey) -> String {
                 (key.vec_x, ".vx"),
                 (key.vec_w, ".vw"),
                 (key.subgroups, ".sg"),
-                (key.int_dot, ".int"),
+                (key.precision == Precision::Int8, ".int"),
+                (key.precision == Precision::Factored, ".fac"),
             ] {
                 if on {
                     s.push_str(tag);
@@ -243,7 +246,8 @@ fn main() {
                 "subgroups": key.subgroups,
                 "x_lanes": key.x_lanes,
                 "unroll": key.unroll,
-                "int_dot": key.int_dot,
+                "int_dot": key.precision == Precision::Int8,
+                "precision": key.precision.name(),
                 "dtype": key.dtype.name(),
                 "entry": key.entry_point(),
                 "uses_subgroups": key.uses_subgroups(),

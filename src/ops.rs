@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::formats::Format;
-use crate::gpu::kernels::{Input, Op};
+use crate::gpu::kernels::{Input, Op, Precision};
 
 /// 2^-23: the unit roundoff of f32 summation used by the accuracy contract.
 pub const F32_EPS: f64 = 1.0 / (1u64 << 23) as f64;
@@ -293,7 +293,72 @@ pub fn mul_mat_f64(
     Ok(y)
 }
 
-/// The reference of the integer matvec path (`EngineOptions::matvec_integer_dot`) and its
+/// The reference of a product in `precision`, the mode its kernel ran
+/// ([`crate::gpu::kernels::Precision::honoured`]; `GpuEngine::precision_for`): [`mul_mat`] for
+/// `exact` (and `mixed16`, which no kernel honours yet), [`mul_mat_factored`], or
+/// [`mul_mat_int_dot`]. Errors as those functions.
+pub fn mul_mat_in(
+    precision: Precision,
+    format: Format,
+    blocks: &[u8],
+    k: usize,
+    x: &[f32],
+    batch: usize,
+) -> Result<Sums> {
+    match precision {
+        Precision::Exact | Precision::Mixed16 => mul_mat(format, blocks, k, x, batch),
+        Precision::Factored => mul_mat_factored(format, blocks, k, x, batch),
+        Precision::Int8 => mul_mat_int_dot(format, blocks, k, x, batch),
+    }
+}
+
+/// [`reference()`] of a kernel that ran in `precision` ([`mul_mat_in`] for matvec and matmul;
+/// the other ops sum exactly or not at all).
+pub fn reference_in(
+    precision: Precision,
+    op: Op,
+    format: Format,
+    blocks: &[u8],
+    dims: &[u64],
+    input: &Input<'_>,
+) -> Result<Reference> {
+    match (op, *input, precision) {
+        (_, _, Precision::Exact | Precision::Mixed16) => reference(op, format, blocks, dims, input),
+        (Op::MatVec | Op::MatMul, Input::X { x, batch }, _) => {
+            let k = usize::try_from(dims.first().copied().unwrap_or(1))
+                .map_err(|_| shape("dim 0 does not fit usize".into()))?;
+            Ok(Reference::Sums(mul_mat_in(
+                precision, format, blocks, k, x, batch,
+            )?))
+        }
+        (op, _, precision) => Err(shape(format!("{op} has no {precision} kernel"))),
+    }
+}
+
+/// The reference of precision `factored` (matvec sums with the scales taken out:
+/// [`crate::gpu::kernels::Precision::Factored`]) and its accuracy contract: Y = W X as
+/// [`mul_mat`], with the bound
+///
+/// `|got − y| ≤ K·2⁻²³·Σ_k (|w_k| + 2·M_k)·|x_k| + K·2⁻¹²⁵ + 2⁻¹²¹·Σ_k (|w_k| + 2·M_k)`
+///
+/// where M_k bounds the offset m of the weight part holding k (values d·q + m; as in
+/// [`mul_mat_int_dot`]). A kernel computes `d·Σq·x + m·Σx` per 8-value part: its roundings are
+/// relative to `|d·q|·|x|` and `|m|·|x|`, not to `|w·x|`, which the offset can cancel
+/// (`|d·q| ≤ |w| + |m|`); the first term covers them and the codec's own rounding of d·q + m,
+/// the last what flushing subnormal partial sums of a part to zero loses once multiplied by d or
+/// m. Errors as [`mul_mat`], and for a format without parts d·q + m
+/// ([`crate::gpu::kernels::INT_DOT_FORMATS`]).
+pub fn mul_mat_factored(
+    format: Format,
+    blocks: &[u8],
+    k: usize,
+    x: &[f32],
+    batch: usize,
+) -> Result<Sums> {
+    mul_mat_parts(format, blocks, k, x, batch, false)
+}
+
+/// The reference of the integer matvec path ([`crate::gpu::kernels::Precision::Int8`]) and its
 /// accuracy contract: Y = W X as [`mul_mat`] (y against the f32 x), with the bound
 ///
 /// `|got − y| ≤ K·2⁻²³·Σ_k (|w_k| + 2·M_k)(|x_k| + δ_k) + K·2⁻¹²⁵ + Σ_k |w_k|·δ_k`
@@ -313,10 +378,28 @@ pub fn mul_mat_int_dot(
     x: &[f32],
     batch: usize,
 ) -> Result<Sums> {
-    let Some(has_min) = crate::gpu::kernels::int_dot_min(format) else {
-        return Err(shape(format!("{format} has no integer matvec path")));
+    mul_mat_parts(format, blocks, k, x, batch, true)
+}
+
+/// The bounds of the part paths: [`mul_mat_int_dot`] where `quantised` (x's codes), else
+/// [`mul_mat_factored`] (f32 x: δ = 0, and the flush term of the factored sums).
+fn mul_mat_parts(
+    format: Format,
+    blocks: &[u8],
+    k: usize,
+    x: &[f32],
+    batch: usize,
+    quantised: bool,
+) -> Result<Sums> {
+    let path = if quantised {
+        "integer matvec path"
+    } else {
+        "factored matvec sums"
     };
-    if !k.is_multiple_of(32) {
+    let Some(has_min) = crate::gpu::kernels::int_dot_min(format) else {
+        return Err(shape(format!("{format} has no {path}")));
+    };
+    if quantised && !k.is_multiple_of(32) {
         return Err(shape(format!(
             "K = {k}: the integer path quantises x in blocks of 32"
         )));
@@ -327,18 +410,23 @@ pub fn mul_mat_int_dot(
     let block_bytes = format.block_bytes();
     let per_block = format.block_elems();
     // δ per value of x, NaN for a column with a NaN or infinity.
-    let delta: Vec<f64> = x
-        .chunks(32)
-        .flat_map(|b| {
-            let amax = b.iter().fold(0f64, |a, &v| a.max(f64::from(v).abs()));
-            let d = if b.iter().all(|v| v.is_finite()) {
-                amax / 254.0 * (1.0 + 2f64.powi(-12)) + 2f64.powi(-119)
-            } else {
-                f64::NAN
-            };
-            [d; 32]
-        })
-        .collect();
+    let delta: Vec<f64> = if quantised {
+        x.chunks(32)
+            .flat_map(|b| {
+                let amax = b.iter().fold(0f64, |a, &v| a.max(f64::from(v).abs()));
+                let d = if b.iter().all(|v| v.is_finite()) {
+                    amax / 254.0 * (1.0 + 2f64.powi(-12)) + 2f64.powi(-119)
+                } else {
+                    f64::NAN
+                };
+                [d; 32]
+            })
+            .collect()
+    } else {
+        vec![0.0; x.len()]
+    };
+    // The factored sums' flush term per unit of |w| + 2M.
+    let flush = 2f64.powi(-121);
     let len = mul(batch, n, "the output size")?;
     let mut abs = alloc::<f64>(len, "mul_mat_int_dot bounds")?;
     let mut slack = alloc::<f64>(len, "mul_mat_int_dot bounds")?;
@@ -363,7 +451,11 @@ pub fn mul_mat_int_dot(
                     };
                     let w = f64::from(w).abs();
                     a += (w + 2.0 * m) * (f64::from(x).abs() + d);
-                    q += w * d;
+                    q += if quantised {
+                        w * d
+                    } else {
+                        (w + 2.0 * m) * flush
+                    };
                 }
                 *o = (a, q);
             }

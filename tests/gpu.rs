@@ -45,14 +45,14 @@ mod gpu_pipelines_noop;
 mod gpu_throughput;
 #[path = "gpu/gpu_vs_cpu.rs"]
 mod gpu_vs_cpu;
-#[path = "gpu/int_dot.rs"]
-mod int_dot;
 #[path = "gpu/kernels.rs"]
 mod kernels;
 #[path = "gpu/multi.rs"]
 mod multi;
 #[path = "gpu/oracle_quantized.rs"]
 mod oracle_quantized;
+#[path = "gpu/precision.rs"]
+mod precision;
 #[path = "gpu/recorder.rs"]
 mod recorder;
 #[path = "gpu/service.rs"]

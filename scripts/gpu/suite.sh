@@ -77,7 +77,7 @@ note() {
 step adapters 30 "$log" bash $run adapters
 step selftest 45 "$log" bash $run selftest --backend all
 step tests 60 "$out/tests.txt" env GPU_EXE=gpu-tests bash $run --test-threads 8 gpu_vs_cpu:: gpu_kquant:: \
-    int_dot:: kernels:: recorder:: adapters:: --skip kernels_real_models
+    precision:: kernels:: recorder:: adapters:: --skip kernels_real_models
 bench=(bash $run bench --backend vulkan --no-cpu -q)
 mv=(--budget 0.5 --types all --dtype none --kernels matvec --shape 4096x14336 --batch 1,8)
 step bench-vk-classic 35 "$log" "${bench[@]}" "${mv[@]}" --json "$out/bench-vk-classic-14336.json"
@@ -101,5 +101,5 @@ step bench-vk-rolled 40 "$log" "${bench[@]}" --types all --dtype none --kernels 
     --batch 1,8 --no-unroll --json "$out/bench-vk-rolled.json"
 step bench-vk-dequant 45 "$log" "${bench[@]}" --types all --dtype both --mib 256 --json "$out/bench-vk-dequant.json"
 step bench-vk-int 30 "$log" "${bench[@]}" --types all --dtype none --kernels matvec --shape 4096x4096 --batch 1,8 \
-    --integer-dot --json "$out/bench-vk-int.json"
+    --precision int8 --json "$out/bench-vk-int.json"
 echo "== done after $((SECONDS - start))s" >>"$log"

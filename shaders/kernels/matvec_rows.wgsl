@@ -1,10 +1,13 @@
 // Matrix-vector products for GPUs: y = W x for B (1..8) columns, the rows mapping. Composed by
 // src/gpu/kernels/compose.rs after the variant's constants, B (columns), WG (invocations per
 // workgroup: 32..256), R (rows per workgroup: 1..8) and U (chunks per loop step: 1 or 4), the
-// weight's decode module, rows.wgsl, the x reader (x_scalar.wgsl, or x_vec4.wgsl when K is a
-// multiple of 4 and x 16-byte aligned) and the workgroup reduction (reduce_rows_subgroup.wgsl
-// or reduce_rows_tree.wgsl). Replaces matvec.wgsl's entry `matvec` for this variant.
-// CPU twin: ops::mul_mat (f64), within the f32 bound of the kernels (any order of the sums).
+// weight's decode module, rows.wgsl, the precision's chunk file (chunk_exact.wgsl or
+// chunk_factored.wgsl: what a chunk is and its dot with x), the x reader (x_scalar.wgsl, or
+// x_vec4.wgsl when K is a multiple of 4 and x 16-byte aligned) and the workgroup reduction
+// (reduce_rows_subgroup.wgsl or reduce_rows_tree.wgsl). Replaces matvec.wgsl's entry `matvec`
+// for this variant.
+// CPU twin: ops::mul_mat (f64), within the bound of the precision (ops::reference_in; any order
+// of the sums).
 //
 // Thread mapping (as llama.cpp's mul_mat_vec): all WG invocations of a workgroup work on all R
 // rows. Invocation i takes the 8-value chunks i, i + WG, ... of every row, so the workgroup reads
@@ -51,10 +54,10 @@ fn matvec(
     if (U > 1u) {
         // U chunks of each of the R rows decoded per step before any is summed.
         for (; c + (U - 1u) * WG < whole; c += U * WG) {
-            var v: array<array<vec4<f32>, 2>, RU>;
+            var v: array<Chunk, RU>;
             for (var u = 0u; u < U; u++) {
                 for (var r = 0u; r < R; r++) {
-                    v[u * R + r] = chunk8(base[r], c + u * WG);
+                    v[u * R + r] = chunk(base[r], c + u * WG);
                 }
             }
             for (var u = 0u; u < U; u++) {
@@ -62,36 +65,32 @@ fn matvec(
                 for (var b = 0u; b < B; b++) {
                     let xs = x8(at + b * k);
                     for (var r = 0u; r < R; r++) {
-                        let vr = v[u * R + r];
-                        acc[r * B + b] += dot(vr[0], xs[0]) + dot(vr[1], xs[1]);
+                        acc[r * B + b] += chunk_dot(v[u * R + r], xs);
                     }
                 }
             }
         }
     }
     for (; c < n_chunks; c += WG) {
-        var v: array<array<vec4<f32>, 2>, R>;
+        var v: array<Chunk, R>;
         for (var r = 0u; r < R; r++) {
-            v[r] = chunk8(base[r], c);
+            v[r] = chunk(base[r], c);
         }
         let at = params.x_skip + 8u * c;
         if (8u * c + 8u <= k) {
             for (var b = 0u; b < B; b++) {
                 let xs = x8(at + b * k);
                 for (var r = 0u; r < R; r++) {
-                    acc[r * B + b] += dot(v[r][0], xs[0]) + dot(v[r][1], xs[1]);
+                    acc[r * B + b] += chunk_dot(v[r], xs);
                 }
             }
         } else {
-            // The ragged end of a one-value format's row: only the lanes inside it (NaN and
-            // infinity outside are masked by select, never multiplied by zero).
+            // The ragged end of a one-value format's row: only the lanes inside it.
             let m = chunk_mask(c, k);
             for (var b = 0u; b < B; b++) {
                 let xs = x8_tail(at + b * k, c, k);
                 for (var r = 0u; r < R; r++) {
-                    let v0 = select(vec4<f32>(0.0), v[r][0], m[0]);
-                    let v1 = select(vec4<f32>(0.0), v[r][1], m[1]);
-                    acc[r * B + b] += dot(v0, xs[0]) + dot(v1, xs[1]);
+                    acc[r * B + b] += chunk_dot_tail(v[r], xs, m);
                 }
             }
         }

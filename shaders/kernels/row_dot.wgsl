@@ -1,18 +1,16 @@
 // The f32 row dot of the matvec kernels (matvec.wgsl): x as f32 values, each 8-value chunk of a
-// weight row decoded by the format's dequant8 (rows.wgsl's chunk8, or block_dot's part_dot and
-// group_dot) and dotted with x through the composed x reader. The integer path replaces this
-// file with matvec_q8.wgsl.
+// weight row read by the precision's chunk file (chunk_exact.wgsl: decoded by the format's
+// dequant8; chunk_factored.wgsl: the format's qpart8) through `chunk`, or block_dot's part_dot
+// and group_dot, and dotted with x through the composed x reader. The integer path replaces
+// this file with matvec_q8.wgsl.
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 
 // Adds part p of the block at byte `base` times x[b][at + 8p ..] (stride k) to acc[b].
 fn part_dot(acc: ptr<function, array<f32, B>>, base: u32, p: u32, at: u32, k: u32) {
-    let raw = w_dequant8(base, p);
-    let v0 = bitcast<vec4<f32>>(raw[0]);
-    let v1 = bitcast<vec4<f32>>(raw[1]);
+    let v = part_chunk(base, p);
     for (var b = 0u; b < B; b++) {
-        let xs = x8(at + 8u * p + b * k);
-        (*acc)[b] += dot(v0, xs[0]) + dot(v1, xs[1]);
+        (*acc)[b] += chunk_dot(v, x8(at + 8u * p + b * k));
     }
 }
 
@@ -40,35 +38,30 @@ fn row_dot(t: u32, lid: u32, row_base: u32, x_at: u32) -> array<f32, B> {
         // the order of the loop below, so the sums are its sums.
         let whole = k / 8u;
         for (; c + (U - 1u) * T < whole; c += U * T) {
-            var v: array<array<vec4<f32>, 2>, U>;
+            var v: array<Chunk, U>;
             for (var u = 0u; u < U; u++) {
-                v[u] = chunk8(row_base, c + u * T);
+                v[u] = chunk(row_base, c + u * T);
             }
             for (var u = 0u; u < U; u++) {
                 let at = x_at + 8u * (c + u * T);
                 for (var b = 0u; b < B; b++) {
-                    let xs = x8(at + b * k);
-                    acc[b] += dot(v[u][0], xs[0]) + dot(v[u][1], xs[1]);
+                    acc[b] += chunk_dot(v[u], x8(at + b * k));
                 }
             }
         }
     }
     for (; c < n_chunks; c += T) {
-        var v = chunk8(row_base, c);
+        let v = chunk(row_base, c);
         let at = x_at + 8u * c;
         if (8u * c + 8u <= k) {
             for (var b = 0u; b < B; b++) {
-                let xs = x8(at + b * k);
-                acc[b] += dot(v[0], xs[0]) + dot(v[1], xs[1]);
+                acc[b] += chunk_dot(v, x8(at + b * k));
             }
         } else {
             // The ragged end of a one-value format's row: only the lanes inside it.
             let m = chunk_mask(c, k);
-            v[0] = select(vec4<f32>(0.0), v[0], m[0]);
-            v[1] = select(vec4<f32>(0.0), v[1], m[1]);
             for (var b = 0u; b < B; b++) {
-                let xs = x8_tail(at + b * k, c, k);
-                acc[b] += dot(v[0], xs[0]) + dot(v[1], xs[1]);
+                acc[b] += chunk_dot_tail(v, x8_tail(at + b * k, c, k), m);
             }
         }
     }

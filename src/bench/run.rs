@@ -126,7 +126,7 @@ impl BenchAdapter {
                 .to_string(),
             timing: self.timer.timing(),
             rotation_target: self.rotation_target(config),
-            integer_dot: self.engine.matvec_integer_dot(),
+            precision: self.engine.precision(),
             unroll: self.engine.matvec_unroll(),
             rows: self.engine.matvec_rows().map(|s| s.to_string()),
         }
@@ -147,8 +147,9 @@ pub struct AdapterReport {
     pub timing: Timing,
     /// Traffic each timed run aimed to rotate through ([`super::rotation::Rotation::target_bytes`]).
     pub rotation_target: u64,
-    /// Whether its matvec rows ran on the integer path ([`crate::gpu::EngineOptions::matvec_integer_dot`]).
-    pub integer_dot: bool,
+    /// The precision its matvec rows were asked to sum in ([`crate::gpu::EngineOptions::precision`];
+    /// formats without a kernel of that mode sum `exact`).
+    pub precision: crate::gpu::kernels::Precision,
     /// Whether its matvec rows were unrolled ([`crate::gpu::GpuEngine::matvec_unroll`]).
     pub unroll: bool,
     /// The shape of its matvec rows mapping, `WxR` ([`crate::gpu::GpuEngine::matvec_rows`]);

@@ -23,7 +23,7 @@ pub struct BenchAdapter {
 
 impl BenchAdapter {
     /// Opens `adapter` for benchmarking with an engine of `options` (the kernels' choices, such
-    /// as [`EngineOptions::matvec_integer_dot`]): `wall` times with the wall clock even where
+    /// as [`EngineOptions::precision`]): `wall` times with the wall clock even where
     /// the adapter has timestamp queries. The shader copy is compiled and its output checked
     /// word for word ([`ShaderCopy::check`]).
     pub fn open(

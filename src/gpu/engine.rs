@@ -37,14 +37,15 @@ pub struct EngineOptions {
     /// invocation per row lanes share their reads of x ([`GpuEngine::matvec_x_lanes`]).
     /// `false`: workgroup memory, and every invocation reads x itself. Tests set it to compare.
     pub matvec_subgroups: bool,
-    /// The integer path of matvec (default `false`): for the formats of
-    /// [`kernels::INT_DOT_FORMATS`] with K a multiple of 32, x is quantised once per call to int8
-    /// codes with a scale per 32 values (as ggml's Q8_1) and each weight part's codes are dotted
-    /// with them through `dot4I8Packed`, as llama.cpp's `mmvq`. The sums then hold to the bound
-    /// of [`crate::ops::mul_mat_int_dot`], not the f32 one; [`GpuEngine::matvec_integer_dot`].
-    /// Applies to `matvec` and to `matmul` on CPU adapters (its matvecs); the other kernels and
-    /// formats keep the f32 path.
-    pub matvec_integer_dot: bool,
+    /// How the products sum ([`kernels::Precision`], default `exact`): `factored` takes each
+    /// part's scales out of its sums (as llama.cpp: `d·Σq·x + m·Σx`; bound of
+    /// [`crate::ops::mul_mat_factored`]); `int8` is the integer path (x quantised once per call
+    /// to int8 codes with a scale per 32 values, as ggml's Q8_1, each weight part's codes dotted
+    /// with them through `dot4I8Packed`, as llama.cpp's `mmvq`; bound of
+    /// [`crate::ops::mul_mat_int_dot`]); `mixed16` is reserved. Both apply to `matvec` (and
+    /// `matmul` on CPU adapters: its matvecs) of the formats of [`kernels::INT_DOT_FORMATS`];
+    /// every other call sums `exact`, never in a looser mode ([`GpuEngine::precision_for`]).
+    pub precision: kernels::Precision,
     /// Unroll the matvec rows of several invocations (default `true`): each invocation decodes
     /// four of its chunks per loop step before summing them, so that
     /// their loads are in flight together ([`GpuEngine::matvec_unroll`]); the same sums, bit
@@ -69,7 +70,7 @@ impl Default for EngineOptions {
             install_handlers: false,
             matvec_threads_per_row: None,
             matvec_subgroups: true,
-            matvec_integer_dot: false,
+            precision: kernels::Precision::Exact,
             matvec_unroll: true,
             matvec_rows: None,
         }
@@ -276,7 +277,7 @@ impl GpuEngine {
             threads,
             subgroups,
             x_lanes,
-            int_dot: options.matvec_integer_dot,
+            precision: options.precision,
             unroll: options.matvec_unroll && (threads > 1 || rows.is_some()),
             rows,
             rows_subgroups,

@@ -626,6 +626,8 @@ fn apply_usage_errors_exit_2() {
             "rows:64x3",
         ],
         &["verify", "m.gguf", "--variant", "classic"],
+        &["verify", "m.gguf", "--precision", "int8"],
+        &["verify", "m.gguf", "--op", "matvec", "--precision", "fast"],
     ] {
         let o = run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -721,6 +723,23 @@ fn verify_op_all_passes_with_documented_json() {
         assert_eq!(json["max_rows"], 4);
         assert_eq!(json["backend"], backend);
         assert_eq!(json["matvec_variant"], "classic");
+        assert_eq!(json["precision"], "exact");
+        // Factored sums: within their own bound, and named.
+        let o = run(&[
+            "verify",
+            p,
+            "--op",
+            "matvec",
+            "--max-rows",
+            "4",
+            "--backend",
+            backend,
+            "--precision",
+            "factored",
+        ]);
+        ok(&o, backend);
+        let out = text(&o.stdout);
+        assert!(out.contains("the bound of precision factored"), "{out}");
         // The rows mapping forced: within the bound, and named.
         let o = run(&[
             "verify",

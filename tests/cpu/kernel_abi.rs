@@ -6,8 +6,8 @@
 //! No GPU and no wgpu needed.
 
 use gguf_dequant::gpu::kernels::{
-    binding, kernel_source, KernelKey, Op, INT_DOT_FORMATS, MATVEC_THREADS, ROWS_PER_GROUP,
-    ROWS_WORKGROUPS, WORKGROUP_SIZE,
+    binding, kernel_source, KernelKey, Op, Precision, INT_DOT_FORMATS, MATVEC_THREADS,
+    ROWS_PER_GROUP, ROWS_WORKGROUPS, WORKGROUP_SIZE,
 };
 use gguf_dequant::{formats, DType};
 
@@ -24,11 +24,16 @@ fn keys() -> Vec<KernelKey> {
         out.push(KernelKey::matvec_id(f, 64, false));
     }
     for &(f, _) in INT_DOT_FORMATS {
-        out.push(KernelKey::matvec(f, 1, 1, false).with_int_dot(true));
+        out.push(KernelKey::matvec(f, 1, 1, false).with_precision(Precision::Int8));
+        out.push(KernelKey::matvec(f, 2, 32, true).with_precision(Precision::Factored));
+        if let Some(key) = KernelKey::matvec_rows(f, 1, 128, 2, true) {
+            out.push(key.with_precision(Precision::Factored));
+        }
     }
     for c in [1, 2, 5, 8, 16] {
         for &t in &MATVEC_THREADS {
-            let key = KernelKey::matvec(gguf_dequant::Format::Q4_K, c, t, false).with_int_dot(true);
+            let key = KernelKey::matvec(gguf_dequant::Format::Q4_K, c, t, false)
+                .with_precision(Precision::Int8);
             out.push(key);
         }
     }

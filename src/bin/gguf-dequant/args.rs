@@ -224,6 +224,10 @@ pub struct VerifyArgs {
     /// rows mapping for GPUs, e.g. rows:128x2) [default: the engine's].
     #[arg(long, value_name = "classic|rows:WxR", requires = "op")]
     pub variant: Option<gguf_dequant::gpu::kernels::Mapping>,
+    /// With --op: how matvec and matmul sum: exact, factored, int8 or mixed16 (formats without
+    /// a kernel of that mode sum exact); each check holds the bound of the mode it ran in.
+    #[arg(long, default_value = "exact", value_name = "MODE", requires = "op")]
+    pub precision: gguf_dequant::gpu::kernels::Precision,
     #[command(flatten)]
     pub report: Report,
 }
@@ -304,6 +308,10 @@ pub struct ApplyArgs {
     /// mapping for GPUs, e.g. rows:128x2) [default: the engine's].
     #[arg(long, value_name = "classic|rows:WxR")]
     pub variant: Option<gguf_dequant::gpu::kernels::Mapping>,
+    /// How matvec and matmul sum on the GPU: exact, factored, int8 or mixed16 (formats without
+    /// a kernel of that mode sum exact; the summary names the mode that ran).
+    #[arg(long, default_value = "exact", value_name = "MODE")]
+    pub precision: gguf_dequant::gpu::kernels::Precision,
     /// No summary line on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -362,7 +370,7 @@ pub struct BenchArgs {
     /// (and `--svg` chart) without running anything.
     #[arg(long, value_name = "REPORT.json", num_args = 1.., conflicts_with_all = [
         "model", "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
-        "budget", "kernels", "shapes", "batch", "matmul_batch", "rows", "integer_dot",
+        "budget", "kernels", "shapes", "batch", "matmul_batch", "rows", "precision",
         "one_weight", "no_unroll", "matvec_rows",
     ])]
     pub compare: Vec<PathBuf>,
@@ -424,10 +432,15 @@ pub struct BenchArgs {
     /// Time with the wall clock around submit-and-wait even where timestamp queries exist.
     #[arg(long)]
     pub wall: bool,
-    /// Run the matvec rows (and matmul on CPU adapters) on the integer path (x as int8 codes,
-    /// `dot4I8Packed`) for the formats that have one; its sums hold to a looser bound.
-    #[arg(long)]
-    pub integer_dot: bool,
+    /// How the matvec rows (and matmul on CPU adapters) sum, for the formats with parts d·q + m:
+    /// exact (f32 values), factored (d·Σq·x + m·Σx, as llama.cpp), int8 (x as int8 codes,
+    /// `dot4I8Packed`), or mixed16 (reserved: exact); the looser modes hold looser bounds.
+    #[arg(
+        long,
+        default_value = "exact",
+        value_name = "exact|factored|int8|mixed16"
+    )]
+    pub precision: gguf_dequant::gpu::kernels::Precision,
     /// Run the matvec rows of several invocations (GPUs) one chunk per loop step instead of
     /// four with their loads issued together: the same sums, for comparing the two.
     #[arg(long)]

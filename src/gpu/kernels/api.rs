@@ -7,7 +7,7 @@ use super::plan::{invalid, shape};
 use super::{Input, KernelKey, Op, Recorder, MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH};
 use crate::gpu::loader::ResidentTensor;
 use crate::gpu::{buffers, GpuEngine};
-use crate::{DType, Result};
+use crate::{DType, Format, Result};
 
 /// A run of a caller's buffer: f32 values, u32 ids or output words from `offset` (a multiple of 4
 /// bytes) on. Usage `STORAGE`.
@@ -184,10 +184,23 @@ impl GpuEngine {
         self.kernels.plan.rows_subgroups
     }
 
-    /// Whether matvec takes the integer path where the format has one
-    /// ([`crate::gpu::EngineOptions::matvec_integer_dot`]).
-    pub fn matvec_integer_dot(&self) -> bool {
-        self.kernels.plan.int_dot
+    /// The precision the engine's products were asked to sum in
+    /// ([`crate::gpu::EngineOptions::precision`]); each call gets it where a kernel honours it,
+    /// else `exact` ([`GpuEngine::precision_for`]).
+    pub fn precision(&self) -> super::Precision {
+        self.kernels.plan.precision
+    }
+
+    /// The precision a call of `op` on a weight of `format` with `k` values per row sums in
+    /// on this engine: [`GpuEngine::precision`] where a kernel honours it
+    /// ([`super::Precision::honoured`]; matmul only where it runs as matvecs, on adapters with
+    /// one invocation per row), else `exact`. The bound its results hold is that of
+    /// [`crate::ops::reference_in`] in this mode.
+    pub fn precision_for(&self, op: Op, format: Format, k: u64) -> super::Precision {
+        match op {
+            Op::MatMul if self.matvec_threads() > 1 => super::Precision::Exact,
+            _ => self.precision().honoured(op, format, k),
+        }
     }
 
     /// Weight rows and X columns one pass of [`GpuEngine::record_matmul`] covers: the tiled

@@ -4,7 +4,7 @@
 //! validated where no adapter exists.
 
 use super::{
-    binding, Op, StorageBinding, GET_ROWS_VALUES, MATMUL_CPU_COLUMNS, MATMUL_TILE,
+    binding, Op, Precision, StorageBinding, GET_ROWS_VALUES, MATMUL_CPU_COLUMNS, MATMUL_TILE,
     MATVEC_MAX_BATCH, WORKGROUP_SIZE,
 };
 use crate::gpu::decode::{decode_prefixed, DecodeNames};
@@ -161,11 +161,14 @@ pub struct KernelKey {
     /// memory latency per step: at 4096 × 4096 a row of 32 invocations takes 16 steps), and
     /// adds them in the same order: the same sums, bit for bit.
     pub unroll: u32,
-    /// matvec of a format in [`INT_DOT_FORMATS`]: the integer path (`matvec_q8.wgsl`: x
-    /// quantised to int8 codes beforehand, products through `dot4I8Packed`); x is then the codes
-    /// and scales, not f32 values, so `vec_x`, `vec_w` and `x_lanes` are off. Other sums: see
-    /// [`crate::ops::mul_mat_int_dot`].
-    pub int_dot: bool,
+    /// matvec: how it sums ([`Precision`]; [`KernelKey::with_precision`]). `Exact` for every
+    /// other op and format. For a format in [`INT_DOT_FORMATS`]: `Factored` (either mapping;
+    /// `chunk_factored.wgsl`: each part's `d·Σq·x + m·Σx`, x in f32, x not shared across
+    /// lanes; bound of [`crate::ops::mul_mat_factored`]) or `Int8`, the integer path (classic
+    /// mapping; `matvec_q8.wgsl`: x quantised to int8 codes beforehand, products through
+    /// `dot4I8Packed`; x is then the codes and scales, not f32 values, so `vec_x`, `vec_w` and
+    /// `x_lanes` are off; bound of [`crate::ops::mul_mat_int_dot`]).
+    pub precision: Precision,
     /// get_rows: the output dtype.
     pub dtype: DType,
 }
@@ -183,7 +186,7 @@ impl KernelKey {
             subgroups: false,
             x_lanes: 1,
             unroll: 1,
-            int_dot: false,
+            precision: Precision::Exact,
             dtype: DType::F32,
         }
     }
@@ -244,6 +247,7 @@ impl KernelKey {
     pub const fn with_x_lanes(self, lanes: u32) -> KernelKey {
         if self.threads == 1
             && self.rows == 0
+            && matches!(self.precision, Precision::Exact)
             && matches!(self.op, Op::MatVec | Op::MatVecId)
             && matches!(lanes, 2 | 4 | 8)
         {
@@ -261,7 +265,11 @@ impl KernelKey {
     /// not on the integer path (else unchanged). On the rows mapping, four chunks per step in
     /// all: `4 / rows` of each row (at least one).
     pub const fn with_unroll(self, on: bool) -> KernelKey {
-        if on && self.threads > 1 && !self.int_dot && matches!(self.op, Op::MatVec | Op::MatVecId) {
+        if on
+            && self.threads > 1
+            && !matches!(self.precision, Precision::Int8)
+            && matches!(self.op, Op::MatVec | Op::MatVecId)
+        {
             let per_row = if self.rows > 1 {
                 MATVEC_UNROLL / self.rows
             } else {
@@ -288,24 +296,28 @@ impl KernelKey {
         }
     }
 
-    /// This matvec key on the integer path ([`KernelKey::int_dot`]) where `on` and the format
-    /// has one (else unchanged): x read a value at a time and by every lane itself.
-    pub const fn with_int_dot(self, on: bool) -> KernelKey {
-        if on
-            && self.rows == 0
-            && matches!(self.op, Op::MatVec)
-            && int_dot_min(self.format).is_some()
-        {
-            KernelKey {
-                int_dot: true,
+    /// This matvec key summing in `precision` ([`KernelKey::precision`]) where a kernel of it
+    /// honours that mode, else unchanged (`Exact`): `Factored` for a format with parts `d·q + m`
+    /// (x then read by every lane itself), `Int8` for such a format on the classic mapping (x
+    /// read a value at a time and by every lane itself, one chunk per step).
+    pub const fn with_precision(self, precision: Precision) -> KernelKey {
+        let parts = matches!(self.op, Op::MatVec) && int_dot_min(self.format).is_some();
+        match precision {
+            Precision::Factored if parts => KernelKey {
+                precision,
+                vec_w: false,
+                x_lanes: 1,
+                ..self
+            },
+            Precision::Int8 if parts && self.rows == 0 => KernelKey {
+                precision,
                 vec_x: false,
                 vec_w: false,
                 x_lanes: 1,
                 unroll: 1,
                 ..self
-            }
-        } else {
-            self
+            },
+            _ => self,
         }
     }
 
@@ -332,8 +344,9 @@ impl KernelKey {
     /// Every kernel the engine can compile: each op for each format with a shader, over every
     /// variant (columns 1..=8 and [`MATMUL_CPU_COLUMNS`], every entry of [`MATVEC_THREADS`],
     /// scalar and vec4 x, F16 and BF16 weights read a word or four words per load, both row
-    /// reductions, rolled and unrolled rows, x shared by 2, 4 and 8 lanes, the integer path of
-    /// the formats that have one, the three output dtypes).
+    /// reductions, rolled and unrolled rows, x shared by 2, 4 and 8 lanes, both mappings, the
+    /// factored sums and the integer path of the formats that have them, the three output
+    /// dtypes).
     pub fn all() -> Vec<KernelKey> {
         let columns = (1..=MATVEC_MAX_BATCH).chain([MATMUL_CPU_COLUMNS]);
         let mut out = Vec::new();
@@ -348,11 +361,19 @@ impl KernelKey {
                                 for v in [false, true] {
                                     push_matvec(&mut out, KernelKey::matvec(format, c, t, v));
                                 }
-                                let int = KernelKey::matvec(format, c, t, false).with_int_dot(true);
-                                if int.int_dot {
+                                let key = KernelKey::matvec(format, c, t, false);
+                                let int = key.with_precision(Precision::Int8);
+                                if int != key {
                                     out.push(int);
                                     if t > 1 {
                                         out.push(int.with_subgroups(true));
+                                    }
+                                    for v in [false, true] {
+                                        let key = KernelKey::matvec(format, c, t, v);
+                                        push_matvec(
+                                            &mut out,
+                                            key.with_precision(Precision::Factored),
+                                        );
                                     }
                                 }
                             }
@@ -365,6 +386,10 @@ impl KernelKey {
                                             KernelKey::matvec_rows(format, c, wg, r, v)
                                         {
                                             push_rows(&mut out, key);
+                                            let factored = key.with_precision(Precision::Factored);
+                                            if factored != key {
+                                                push_rows(&mut out, factored);
+                                            }
                                         }
                                     }
                                 }
@@ -460,7 +485,13 @@ fn push_matvec(out: &mut Vec<KernelKey>, key: KernelKey) {
                 unrolled.with_subgroups(true),
             ]);
         } else {
-            out.extend(X_LANES.map(|n| key.with_x_lanes(n)));
+            // (Only exact keys share x.)
+            out.extend(
+                X_LANES
+                    .map(|n| key.with_x_lanes(n))
+                    .into_iter()
+                    .filter(|k| *k != key),
+            );
         }
     }
 }
@@ -588,16 +619,22 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         Op::MatVec | Op::MatVecId => kernel_file!("matvec_io"),
         Op::GetRows | Op::MatMul => "",
     };
-    if key.int_dot {
+    if matches!(key.precision, Precision::Int8) {
         return Ok(format!(
             "{header}{grids}{module}\n{reduce}\n{io}\n{}\n{}",
             key.op.wgsl(),
             kernel_file!("matvec_q8")
         ));
     }
+    // What a matvec chunk is and its dot with x, by precision.
+    let chunks = match (key.op, key.precision) {
+        (Op::MatVec | Op::MatVecId, Precision::Factored) => kernel_file!("chunk_factored"),
+        (Op::MatVec | Op::MatVecId, _) => kernel_file!("chunk_exact"),
+        (Op::GetRows | Op::MatMul, _) => "",
+    };
     if key.rows > 0 {
         return Ok(format!(
-            "{header}{grids}{module}\n{}\n{}\n{io}\n{x8}\n{reduce}\n{}",
+            "{header}{grids}{module}\n{}\n{}\n{chunks}\n{io}\n{x8}\n{reduce}\n{}",
             one_value8(key),
             kernel_file!("rows"),
             kernel_file!("matvec_rows")
@@ -608,7 +645,7 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
         Op::GetRows | Op::MatMul => String::new(),
     };
     Ok(format!(
-        "{header}{grids}{module}\n{}\n{}\n{io}\n{x8}\n{reduce}\n{}\n{block}",
+        "{header}{grids}{module}\n{}\n{}\n{chunks}\n{io}\n{x8}\n{reduce}\n{}\n{block}",
         one_value8(key),
         kernel_file!("rows"),
         key.op.wgsl()
@@ -796,8 +833,10 @@ mod tests {
             };
             DType::ALL.len() + 1 + readers * (9 * matvecs + matvecs + rows_variants)
         };
-        // The integer path: every columns × threads, and the subgroup reduction for threads > 1.
-        let int = 9 * reductions;
+        // The integer path: every columns × threads, and the subgroup reduction for threads > 1;
+        // the factored sums: every matvec but shared x, on both mappings.
+        let factored = (1 + 4 * (MATVEC_THREADS.len() - 1)) * 2;
+        let int = 9 * reductions + 9 * factored + rows_variants;
         let want: usize = crate::formats::WITH_SHADER
             .iter()
             .map(per_format)
@@ -825,24 +864,54 @@ mod tests {
             assert_eq!(min.is_some(), src.contains("fn qpart8("), "{f}");
             assert_eq!(int_dot_min(f), min, "{f}");
         }
-        let key = KernelKey::matvec(Format::Q4_K, 2, 8, true).with_int_dot(true);
-        assert!(key.int_dot && !key.vec_x);
+        let key = KernelKey::matvec(Format::Q4_K, 2, 8, true).with_precision(Precision::Int8);
+        assert!(key.precision == Precision::Int8 && !key.vec_x);
         assert_eq!(
             key.bindings().collect::<Vec<_>>(),
             [binding::W, binding::X, binding::Y]
         );
         let s = kernel_source(&key).unwrap();
         assert!(s.contains("dot4I8Packed(q.x, x0)") && s.contains("fn w_qpart8("));
-        assert!(
-            !KernelKey::matvec(Format::IQ2_XXS, 1, 1, false)
-                .with_int_dot(true)
-                .int_dot
+        assert_eq!(
+            KernelKey::matvec(Format::IQ2_XXS, 1, 1, false)
+                .with_precision(Precision::Int8)
+                .precision,
+            Precision::Exact
         );
-        assert!(
-            !KernelKey::matvec_id(Format::Q4_K, 1, false)
-                .with_int_dot(true)
-                .int_dot
+        assert_eq!(
+            KernelKey::matvec_id(Format::Q4_K, 1, false)
+                .with_precision(Precision::Int8)
+                .precision,
+            Precision::Exact
         );
+    }
+
+    #[test]
+    fn factored_keys_read_parts() {
+        let f = Precision::Factored;
+        for key in [
+            KernelKey::matvec(Format::Q4_K, 2, 8, true).with_precision(f),
+            KernelKey::matvec_rows(Format::Q4_1, 1, 64, 2, true)
+                .unwrap()
+                .with_precision(f),
+            KernelKey::matvec(Format::Q6_K, 1, 1, false).with_precision(f),
+        ] {
+            assert_eq!(key.precision, f);
+            let s = kernel_source(&key).unwrap();
+            assert!(s.contains("alias Chunk = vec4<u32>;") && s.contains("fn w_qpart8("));
+            assert!(!s.contains("alias Chunk = array<vec4<f32>, 2>;"));
+        }
+        // x is not shared by lanes in factored sums; formats without parts stay exact.
+        let one = KernelKey::matvec(Format::Q4_0, 1, 1, true).with_precision(f);
+        assert_eq!(one.with_x_lanes(4), one);
+        assert_eq!(
+            KernelKey::matvec(Format::IQ2_XXS, 1, 8, true)
+                .with_precision(f)
+                .precision,
+            Precision::Exact
+        );
+        let s = kernel_source(&KernelKey::matvec_id(Format::Q4_K, 4, false)).unwrap();
+        assert!(s.contains("alias Chunk = array<vec4<f32>, 2>;"));
     }
 
     #[test]

@@ -6,8 +6,8 @@ use super::params::{GetRowsParams, MatMulParams, MatVecParams, QuantizeParams};
 use super::plan::{invalid, row_runs, shape, span, RowRun, Shape, Span};
 use super::record::Bind;
 use super::{
-    binding, GetRowsJob, KernelKey, Mapping, MatVecIdJob, MulMatJob, Recorder, GET_ROWS_VALUES,
-    MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH, WORKGROUP_SIZE,
+    binding, GetRowsJob, KernelKey, Mapping, MatVecIdJob, MulMatJob, Op, Precision, Recorder,
+    GET_ROWS_VALUES, MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH, WORKGROUP_SIZE,
 };
 use crate::gpu::kernels::layout::Layout;
 use crate::gpu::{windows, GpuError};
@@ -98,9 +98,14 @@ impl Recorder {
         };
         let runs = row_runs(&plan, t, &s, max_rows)?;
         let vec_w = !tiled && aligned_rows(&s, &runs);
-        // The integer path (for formats that have one: `with_int_dot`): x's codes and scales in
-        // the recorder's scratch buffer.
-        let int_dot = !tiled && plan.int_dot && s.k.is_multiple_of(32);
+        // The precision honoured (the tiled matmul sums exactly); on the integer path x's codes
+        // and scales in the recorder's scratch buffer, and the classic mapping.
+        let precision = if tiled {
+            Precision::Exact
+        } else {
+            plan.precision.honoured(Op::MatVec, s.format, s.k)
+        };
+        let int_dot = precision == Precision::Int8;
         let mut c0 = 0;
         while c0 < batch {
             let cols = per_cols.min(batch - c0);
@@ -114,12 +119,12 @@ impl Recorder {
             let key = if tiled {
                 KernelKey::matmul(s.format)
             } else {
-                plan.matvec_key(s.format, cols as u32, (vec_x, vec_w, int_dot), mapping)
+                plan.matvec_key(s.format, cols as u32, (vec_x, vec_w), precision, mapping)
                     .ok_or_else(|| invalid(format!("matvec {mapping} at {cols} columns")))?
             };
             let rows_per_group = key.rows_per_group() as u64;
             let (pipeline, layout) = set.pipeline(&key)?;
-            let codes = if key.int_dot {
+            let codes = if key.precision == Precision::Int8 {
                 let bytes = (cols * s.k / 32) * 36;
                 let scratch = self.scratch(bytes)?;
                 self.quantize(pass, job.x.buffer, x, &scratch, cols * s.k)?;

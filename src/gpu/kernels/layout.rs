@@ -101,8 +101,8 @@ pub(crate) struct Plan {
     /// The lanes sharing each read of x with one invocation per row (see
     /// [`super::KernelKey::x_lanes`]; 1: none).
     pub(crate) x_lanes: u32,
-    /// Whether matvec takes the integer path where the format has one.
-    pub(crate) int_dot: bool,
+    /// The precision matvec sums in where a kernel honours it ([`super::Precision::honoured`]).
+    pub(crate) precision: super::Precision,
     /// Whether matvec rows of several invocations are unrolled (see
     /// [`super::KernelKey::unroll`]).
     pub(crate) unroll: bool,
@@ -124,14 +124,15 @@ impl Plan {
             .map_or(super::Mapping::Classic, super::Mapping::Rows)
     }
 
-    /// The matvec kernel of `columns` columns of `format` on `mapping`, with this plan's
-    /// reductions, shared x and unrolling (the integer path where `int_dot`, classic mapping
-    /// only); `None` for a rows shape that is no variant at that many columns.
+    /// The matvec kernel of `columns` columns of `format` on `mapping` summing in `precision`
+    /// where it can ([`super::KernelKey::with_precision`]), with this plan's reductions, shared
+    /// x and unrolling; `None` for a rows shape that is no variant at that many columns.
     pub(crate) fn matvec_key(
         &self,
         format: crate::Format,
         columns: u32,
-        (vec_x, vec_w, int_dot): (bool, bool, bool),
+        (vec_x, vec_w): (bool, bool),
+        precision: super::Precision,
         mapping: super::Mapping,
     ) -> Option<super::KernelKey> {
         use super::KernelKey;
@@ -141,13 +142,14 @@ impl Plan {
                 KernelKey::matvec_rows(format, columns, shape.workgroup, r, vec_x)?
                     .with_vec_w(vec_w)
                     .with_subgroups(self.rows_subgroups)
+                    .with_precision(precision)
                     .with_unroll(self.unroll)
             }
             super::Mapping::Classic => KernelKey::matvec(format, columns, self.threads, vec_x)
                 .with_vec_w(vec_w)
                 .with_subgroups(self.subgroups)
                 .with_x_lanes(self.x_lanes)
-                .with_int_dot(int_dot)
+                .with_precision(precision)
                 .with_unroll(self.unroll),
         })
     }

@@ -69,6 +69,7 @@ mod layout;
 pub mod params;
 #[cfg(feature = "gpu")]
 mod plan;
+mod precision;
 #[cfg(feature = "gpu")]
 mod record;
 #[cfg(feature = "gpu")]
@@ -84,6 +85,7 @@ pub use compose::{
 pub use layout::{BindingKind, Program};
 #[cfg(feature = "gpu")]
 pub(crate) use layout::{KernelSet, Plan};
+pub use precision::Precision;
 #[cfg(feature = "gpu")]
 pub use record::{Recorder, RecorderStats, RETAIN_RECORDINGS};
 #[cfg(feature = "gpu")]

@@ -195,7 +195,7 @@ mod tests {
             threads: 1,
             subgroups: false,
             x_lanes: 1,
-            int_dot: false,
+            precision: crate::gpu::kernels::Precision::Exact,
             unroll: false,
             rows: None,
             rows_subgroups: false,

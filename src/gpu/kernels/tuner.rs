@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::plan::shape;
-use super::{kernel_source, Mapping, MulMatJob, Operand, RowsShape, MATVEC_MAX_BATCH};
+use super::{kernel_source, Mapping, MulMatJob, Op, Operand, RowsShape, MATVEC_MAX_BATCH};
 use crate::formats::sample::{finite_blocks, normal_blocks, Rng};
 use crate::gpu::loader::ResidentTensor;
 use crate::gpu::timing::GpuTimer;
@@ -279,7 +279,10 @@ impl GpuEngine {
             // the cache's hash stands for.
             let plan = &self.kernels.plan;
             for m in self.matvec_candidates(key.columns) {
-                if let Some(k) = plan.matvec_key(key.format, key.columns, (true, false, false), m) {
+                let precision = plan.precision.honoured(Op::MatVec, key.format, key.k);
+                if let Some(k) =
+                    plan.matvec_key(key.format, key.columns, (true, false), precision, m)
+                {
                     sources.push(kernel_source(&k)?);
                 }
             }
@@ -353,7 +356,8 @@ impl GpuEngine {
             let (seconds, _) = timer.time(self, record)?;
             Ok(Duration::from_secs_f64(seconds / rotation.len() as f64))
         };
-        let probe = Probe::new(key)?;
+        let precision = self.precision_for(Op::MatVec, key.format, key.k);
+        let probe = Probe::new(key, precision)?;
         let mut check = |i: usize| probe.check(self, candidates[i]);
         let clock_start = Instant::now();
         let mut clock = || clock_start.elapsed();
@@ -422,7 +426,7 @@ fn mapping_key(key: &TuneKey) -> super::layout::MappingKey {
 }
 
 /// A small weight of a key's format and K with its f64 reference: what every candidate's output
-/// must match within the f32 bound.
+/// must match within the bound of the engine's precision.
 struct Probe {
     raw: Vec<u8>,
     format: Format,
@@ -433,7 +437,7 @@ struct Probe {
 }
 
 impl Probe {
-    fn new(key: &TuneKey) -> Result<Probe> {
+    fn new(key: &TuneKey, precision: super::Precision) -> Result<Probe> {
         let (format, k, columns) = (key.format, key.k as usize, key.columns as usize);
         let blocks = k / format.block_elems() * PROBE_ROWS;
         let raw = if format.block_elems() == 1 {
@@ -445,7 +449,7 @@ impl Probe {
         let x: Vec<f32> = (0..columns * k)
             .map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
             .collect();
-        let want = ops::mul_mat(format, &raw, k, &x, columns)?;
+        let want = ops::mul_mat_in(precision, format, &raw, k, &x, columns)?;
         Ok(Probe {
             raw,
             format,

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use gguf_dequant::gguf::TensorInfo;
-use gguf_dequant::gpu::kernels::{Input as KernelInput, Inputs, Mapping, Op};
+use gguf_dequant::gpu::kernels::{Input as KernelInput, Inputs, Mapping, Op, Precision};
 use gguf_dequant::gpu::loader::{LoadOptions, Residency, WeightLoader};
 use gguf_dequant::gpu::{GpuEngine, GpuError};
 use gguf_dequant::output::{self, OutputFormat, OutputTensor};
@@ -110,7 +110,7 @@ pub fn run(args: &ApplyArgs) -> Result<()> {
         output::refuse_input(&args.out, ids)?;
     }
     let (input, x_shape) = read_input(args, &weight)?;
-    let engine = engine(backend, args.quiet, args.variant)?;
+    let engine = engine(backend, args.quiet, args.variant, args.precision)?;
     if engine.is_some() {
         check_shader(&args.file, info)?;
     }
@@ -145,7 +145,10 @@ pub fn run(args: &ApplyArgs) -> Result<()> {
     )?;
     if !args.quiet {
         let place = match (&engine, args.op.inputs()) {
-            (Some(e), _) => describe(e),
+            (Some(e), _) => match e.precision_for(args.op, info.format, weight.k) {
+                Precision::Exact => describe(e),
+                p => format!("{} in precision {p}", describe(e)),
+            },
             (None, Inputs::Ids) => "the CPU (the codec's values)".into(),
             (None, _) => "the CPU (f64 reference rounded to f32)".into(),
         };
@@ -410,11 +413,12 @@ fn engine(
     backend: Backend,
     quiet: bool,
     variant: Option<Mapping>,
+    precision: Precision,
 ) -> Result<Option<Arc<GpuEngine>>> {
     if backend == Backend::Cpu {
         return Ok(None);
     }
-    match GpuEngine::with_options(backend, super::variant_options(variant)) {
+    match GpuEngine::with_options(backend, super::variant_options(variant, precision)) {
         Ok(engine) => Ok(Some(Arc::new(engine))),
         Err(Error::Gpu(GpuError::NoAdapter { .. })) if backend == Backend::Auto => {
             if !quiet {

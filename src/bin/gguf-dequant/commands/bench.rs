@@ -59,7 +59,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let adapters = if formats.iter().any(|&f| f.has_shader()) {
         backend::open_each(backend, |a| {
             let options = EngineOptions {
-                matvec_integer_dot: args.integer_dot,
+                precision: args.precision,
                 matvec_unroll: !args.no_unroll,
                 matvec_rows: args.matvec_rows,
                 ..EngineOptions::default()

@@ -14,7 +14,7 @@ mod verify_kernels;
 
 use anyhow::Result;
 use gguf_dequant::gguf::TensorInfo;
-use gguf_dequant::gpu::kernels::Mapping;
+use gguf_dequant::gpu::kernels::{Mapping, Precision};
 use gguf_dequant::gpu::{EngineOptions, GpuEngine};
 use gguf_dequant::GgufFile;
 use gguf_dequant::Selection;
@@ -37,9 +37,11 @@ pub fn run(command: Command) -> Result<()> {
     }
 }
 
-/// Engine options with matvec's variant forced to `variant` (`--variant`), else the defaults.
-fn variant_options(variant: Option<Mapping>) -> EngineOptions {
+/// Engine options with matvec's variant forced to `variant` (`--variant`), else the defaults,
+/// summing in `precision` (`--precision`).
+fn variant_options(variant: Option<Mapping>, precision: Precision) -> EngineOptions {
     EngineOptions {
+        precision,
         matvec_rows: match variant {
             Some(Mapping::Rows(shape)) => Some(shape),
             Some(Mapping::Classic) | None => None,

@@ -14,7 +14,7 @@ use std::ops::Range;
 use anyhow::{bail, Result};
 use gguf_dequant::formats::sample::Rng;
 use gguf_dequant::gguf::TensorInfo;
-use gguf_dequant::gpu::kernels::{Input, Inputs, Op};
+use gguf_dequant::gpu::kernels::{Input, Inputs, Op, Precision};
 use gguf_dequant::gpu::loader::ResidentTensor;
 use gguf_dequant::gpu::{GpuEngine, GpuError};
 use gguf_dequant::{ops, Error, GgufFile};
@@ -103,7 +103,10 @@ impl TensorReport<'_> {
 pub fn run(args: &VerifyArgs, op: &KernelChoice) -> Result<()> {
     let backend = backend::choose(args.backend, GPU)?;
     let file = GgufFile::open(&args.file)?;
-    let engine = GpuEngine::with_options(backend, super::variant_options(args.variant))?;
+    let engine = GpuEngine::with_options(
+        backend,
+        super::variant_options(args.variant, args.precision),
+    )?;
     let ops = &op.ops[..];
     let bar = Progress::steps(args.report.quiet, args.report.json);
     let n = file.tensors().len() as u64;
@@ -126,6 +129,7 @@ pub fn run(args: &VerifyArgs, op: &KernelChoice) -> Result<()> {
             "file": render::path_json(&args.file), "backend": backend, "adapter": adapter,
             "op": op.name, "seed": args.seed, "max_rows": args.max_rows, "ok": bad == 0,
             "matvec_variant": super::variant_name(&engine),
+            "precision": engine.precision().name(),
             "checks": entries,
         }))?;
     } else {
@@ -133,9 +137,10 @@ pub fn run(args: &VerifyArgs, op: &KernelChoice) -> Result<()> {
     }
     if bad > 0 {
         bail!(
-            "{bad} of {checks} kernel checks failed on {}: beyond the bound K·2⁻²³·Σ|w·x|, \
-             get_rows not bit-exact, or refused by the kernel",
-            describe(&engine)
+            "{bad} of {checks} kernel checks failed on {}: beyond the bound of precision {} \
+             (exact: K·2⁻²³·Σ|w·x|), get_rows not bit-exact, or refused by the kernel",
+            describe(&engine),
+            engine.precision()
         );
     }
     Ok(())
@@ -294,7 +299,8 @@ fn inputs(op: Op, w: &ResidentTensor, rng: &mut Rng) -> Vec<Owned> {
     }
 }
 
-/// `op` on `w` with its seeded inputs, against `ops::reference` on the same blocks.
+/// `op` on `w` with its seeded inputs, against `ops::reference_in` on the same blocks in the
+/// precision the call ran in.
 fn check_op(
     engine: &GpuEngine,
     w: &ResidentTensor,
@@ -314,7 +320,9 @@ fn check_op(
             }
             Err(e) => return Err(e.into()),
         };
-        let want = ops::reference(op, w.format, blocks, &w.dims, &input)?;
+        let k = w.dims.first().copied().unwrap_or(1);
+        let precision = engine.precision_for(op, w.format, k);
+        let want = ops::reference_in(precision, op, w.format, blocks, &w.dims, &input)?;
         c.exact = matches!(want, ops::Reference::Exact(_));
         if got.len() != want.len() {
             bail!(
@@ -497,10 +505,14 @@ fn write_table(
         write!(
             out,
             "verify passed: {n_checks} kernel checks ({}) of {} matrices on {} against the CPU \
-             reference: within K·2⁻²³·Σ|w·x| + K·2⁻¹²⁵",
+             reference: within {}",
             names.join(", "),
             checked.len(),
-            describe(engine)
+            describe(engine),
+            match engine.precision() {
+                Precision::Exact | Precision::Mixed16 => "K·2⁻²³·Σ|w·x| + K·2⁻¹²⁵".to_string(),
+                p => format!("the bound of precision {p} where a kernel has it, else exact"),
+            }
         )?;
         if exact.len() < ops.len() {
             write!(out, " (largest fraction {worst:.4})")?;

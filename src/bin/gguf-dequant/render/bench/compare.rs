@@ -62,10 +62,10 @@ pub fn write_compare(reports: &[(String, Report)], out: &mut dyn Write) -> std::
                 mib(a.rotation_target_bytes),
                 fmt(a.copy_gb_per_s, 2),
                 fmt(a.shader_copy_gb_per_s, 2),
-                if a.matvec_integer_dot {
-                    "; matvec on the integer path"
-                } else {
-                    ""
+                match (a.precision.as_deref(), a.matvec_integer_dot) {
+                    (Some("exact") | None, false) => String::new(),
+                    (Some(p), _) => format!("; matvec precision {p}"),
+                    (None, true) => "; matvec precision int8".to_string(),
                 },
                 if a.matvec_unroll {
                     "; matvec rows unrolled"

@@ -71,9 +71,13 @@ pub struct Adapter {
     /// Traffic each timed run aimed to rotate through.
     pub rotation_target_bytes: u64,
     /// matvec (and matmul on CPU adapters) on the integer path, for the formats that have one
-    /// (`bench --integer-dot`; absent in older reports: false).
+    /// (`--precision int8`, or older reports' `--integer-dot`; absent in older reports: false).
     #[serde(default)]
     pub matvec_integer_dot: bool,
+    /// How matvec was asked to sum (`bench --precision`: exact, factored, int8, mixed16; absent
+    /// in older reports: exact, or int8 where `matvec_integer_dot`).
+    #[serde(default)]
+    pub precision: Option<String>,
     /// matvec rows of several invocations unrolled, several chunks per loop step (GPUs, unless
     /// `bench --no-unroll`; absent in older reports, whose rows were not: false).
     #[serde(default)]
@@ -325,7 +329,8 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
             driver: a.driver.clone(),
             timing: a.timing.name().to_string(),
             rotation_target_bytes: a.rotation_target,
-            matvec_integer_dot: a.integer_dot,
+            matvec_integer_dot: a.precision == gguf_dequant::gpu::kernels::Precision::Int8,
+            precision: Some(a.precision.to_string()),
             matvec_unroll: a.unroll,
             matvec_rows: a.rows.clone(),
             copy_gb_per_s: of(i, BenchResult::copy_gb_per_s)

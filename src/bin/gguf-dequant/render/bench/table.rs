@@ -50,10 +50,10 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
             } else {
                 format!("; {n_values} values per format")
             },
-            if a.integer_dot {
-                "; matvec on the integer path (--integer-dot)"
+            if a.precision == gguf_dequant::gpu::kernels::Precision::Exact {
+                String::new()
             } else {
-                ""
+                format!("; matvec precision {} (--precision)", a.precision)
             },
             if a.unroll {
                 "; matvec rows unrolled"
