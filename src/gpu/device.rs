@@ -93,9 +93,9 @@ pub struct AdapterDetails {
     pub limits: wgpu::Limits,
     /// Whether it runs compute shaders (GL adapters below GLES 3.1 do not).
     pub compute: bool,
-    /// Whether it offers wgpu's `SUBGROUP` feature (the matvec kernels' subgroup reduction;
-    /// subgroup sizes in `info`).
-    pub subgroups: bool,
+    /// What it offers kernels beyond WebGPU's core: subgroups and their sizes, `shader-f16`,
+    /// 16-bit integers, cooperative-matrix shapes.
+    pub capabilities: Capabilities,
     /// Its position in [`compute_adapters`]`(Backend::All)` (the adapter numbers of the command
     /// line's `adapters` and `load --devices`); `None` when it does not run compute shaders.
     pub index: Option<usize>,
@@ -114,7 +114,7 @@ pub fn list_adapters() -> Vec<AdapterDetails> {
         info: a.get_info(),
         limits: a.limits(),
         compute: index.is_some(),
-        subgroups: a.features().contains(wgpu::Features::SUBGROUP),
+        capabilities: Capabilities::of(a),
         index,
     };
     compute
@@ -123,6 +123,101 @@ pub fn list_adapters() -> Vec<AdapterDetails> {
         .map(|(i, a)| details(a, Some(i)))
         .chain(other.iter().map(|a| details(a, None)))
         .collect()
+}
+
+/// What an adapter offers GPU-shaped kernels beyond WebGPU's core, as wgpu reports it: the
+/// capability set a kernel variant may require. Integer dot products (`dot4I8Packed`) are core
+/// WGSL, available everywhere; whether the hardware runs them as one instruction wgpu does not
+/// report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The smallest and largest subgroup size where the adapter offers wgpu's `SUBGROUP`
+    /// feature (a kernel cannot require one size: any in the range may run it), else `None`.
+    pub subgroups: Option<(u32, u32)>,
+    /// `SHADER_F16` (WGSL `enable f16;`).
+    pub shader_f16: bool,
+    /// `SHADER_I16` (WGSL `enable wgpu_int16;`: `i16`/`u16` values and loads).
+    pub shader_i16: bool,
+    /// The cooperative-matrix shapes the adapter lists where it offers
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` (wgpu does not check a shader's shape against them: a
+    /// kernel may use only a listed one), else empty.
+    pub cooperative_matrices: Vec<wgpu::CooperativeMatrixProperties>,
+    /// Bytes of workgroup memory one workgroup may use (NVIDIA's Vulkan driver: 48 KiB).
+    pub workgroup_storage: u32,
+    /// Invocations one workgroup may have.
+    pub workgroup_invocations: u32,
+}
+
+impl Capabilities {
+    /// `adapter`'s capabilities (what a device of it may enable).
+    pub fn of(adapter: &wgpu::Adapter) -> Capabilities {
+        let coop = adapter
+            .features()
+            .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+        Capabilities::from_parts(
+            adapter.features(),
+            &adapter.get_info(),
+            &adapter.limits(),
+            if coop {
+                adapter.cooperative_matrix_properties()
+            } else {
+                Vec::new()
+            },
+        )
+    }
+
+    /// `device`'s capabilities (the features it was created with; a device does not list
+    /// cooperative-matrix shapes, so none).
+    pub fn of_device(device: &wgpu::Device) -> Capabilities {
+        Capabilities::from_parts(
+            device.features(),
+            &device.adapter_info(),
+            &device.limits(),
+            Vec::new(),
+        )
+    }
+
+    fn from_parts(
+        features: wgpu::Features,
+        info: &wgpu::AdapterInfo,
+        limits: &wgpu::Limits,
+        cooperative_matrices: Vec<wgpu::CooperativeMatrixProperties>,
+    ) -> Capabilities {
+        Capabilities {
+            subgroups: features
+                .contains(wgpu::Features::SUBGROUP)
+                .then_some((info.subgroup_min_size, info.subgroup_max_size)),
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            shader_i16: features.contains(wgpu::Features::SHADER_I16),
+            cooperative_matrices,
+            workgroup_storage: limits.max_compute_workgroup_storage_size,
+            workgroup_invocations: limits.max_compute_invocations_per_workgroup,
+        }
+    }
+
+    /// The cooperative-matrix shapes as `MxNxK ab->cr` (e.g. `16x16x16 f16->f32`), in the
+    /// adapter's order.
+    pub fn cooperative_matrix_names(&self) -> Vec<String> {
+        let ty = |t: wgpu::CooperativeScalarType| format!("{t:?}").to_lowercase();
+        self.cooperative_matrices
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}x{}x{} {}->{}{}",
+                    p.m_size,
+                    p.n_size,
+                    p.k_size,
+                    ty(p.ab_type),
+                    ty(p.cr_type),
+                    if p.saturating_accumulation {
+                        " saturating"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect()
+    }
 }
 
 /// A device of `adapter` with the adapter's own limits and, when it has them, the timestamp

@@ -308,6 +308,12 @@ impl GpuEngine {
         &self.info
     }
 
+    /// What the device offers kernels beyond WebGPU's core (the features it was created with:
+    /// [`GpuEngine::new`] enables `SUBGROUP` where the adapter has it).
+    pub fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities::of_device(&self.device)
+    }
+
     /// The device's limits.
     pub fn limits(&self) -> &wgpu::Limits {
         &self.limits

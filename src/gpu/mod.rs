@@ -52,7 +52,7 @@ pub mod windows;
 
 pub use crate::error::GpuError;
 #[cfg(feature = "gpu")]
-pub use device::{compute_adapters, list_adapters, AdapterDetails};
+pub use device::{compute_adapters, list_adapters, AdapterDetails, Capabilities};
 #[cfg(feature = "gpu")]
 pub use engine::{DequantJob, EngineOptions, GpuEngine};
 #[cfg(feature = "gpu")]

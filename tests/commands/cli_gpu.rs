@@ -83,7 +83,25 @@ fn adapters_lists_what_wgpu_sees() {
         if a["backend"] == "gl" || (support::is_ci() && a["backend"] == "vulkan") {
             assert_eq!(a["subgroups"], a["backend"] == "vulkan", "{a}");
         }
+        // No CPU implementation has cooperative matrices; the flags are there for every adapter.
+        assert!(
+            a["shader_f16"].is_boolean() && a["shader_i16"].is_boolean(),
+            "{a}"
+        );
+        let coop = a["cooperative_matrices"].as_array().unwrap();
+        if a["device_type"] == "Cpu" {
+            assert!(coop.is_empty(), "{a}");
+        }
+        assert!(
+            a["max_compute_invocations_per_workgroup"].as_u64().unwrap() >= 256,
+            "{a}"
+        );
     }
+    let text = text(&run(&["adapters"]).stdout);
+    assert!(
+        text.contains("shader-f16, int16:") && text.contains("cooperative matrices:"),
+        "{text}"
+    );
     for backend in BACKENDS {
         have(backend, "adapters_lists_what_wgpu_sees");
     }

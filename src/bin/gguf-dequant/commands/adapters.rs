@@ -1,5 +1,6 @@
-//! `adapters`: every GPU adapter wgpu sees, with the limits that matter here, each compute adapter
-//! numbered as `load --devices` takes it (`[-]`: no compute shaders).
+//! `adapters`: every GPU adapter wgpu sees, with the limits and capabilities that matter here
+//! (subgroup sizes, `shader-f16`, 16-bit integers, cooperative-matrix shapes), each compute
+//! adapter numbered as `load --devices` takes it (`[-]`: no compute shaders).
 
 use std::io::Write;
 
@@ -17,6 +18,7 @@ pub fn run(args: &AdaptersArgs) -> Result<()> {
         let list: Vec<_> = adapters
             .iter()
             .map(|a| {
+                let c = &a.capabilities;
                 json!({
                     "index": a.index,
                     "name": a.info.name,
@@ -30,9 +32,13 @@ pub fn run(args: &AdaptersArgs) -> Result<()> {
                     "min_storage_buffer_offset_alignment": a.limits.min_storage_buffer_offset_alignment,
                     "max_compute_workgroups_per_dimension": a.limits.max_compute_workgroups_per_dimension,
                     "max_compute_workgroup_storage_size": a.limits.max_compute_workgroup_storage_size,
-                    "subgroups": a.subgroups,
+                    "max_compute_invocations_per_workgroup": a.limits.max_compute_invocations_per_workgroup,
+                    "subgroups": c.subgroups.is_some(),
                     "subgroup_min_size": a.info.subgroup_min_size,
                     "subgroup_max_size": a.info.subgroup_max_size,
+                    "shader_f16": c.shader_f16,
+                    "shader_i16": c.shader_i16,
+                    "cooperative_matrices": c.cooperative_matrix_names(),
                 })
             })
             .collect();
@@ -81,19 +87,33 @@ pub fn run(args: &AdaptersArgs) -> Result<()> {
             "  workgroup storage:     {} bytes",
             l.max_compute_workgroup_storage_size
         )?;
-        let (lo, hi) = (a.info.subgroup_min_size, a.info.subgroup_max_size);
-        let lanes = if lo == hi {
-            format!("{lo} lanes")
-        } else {
-            format!("{lo}-{hi} lanes")
-        };
+        let c = &a.capabilities;
         writeln!(
             out,
-            "  subgroups:             {}",
-            if a.subgroups {
-                lanes
-            } else {
+            "  invocations:           {} per workgroup",
+            l.max_compute_invocations_per_workgroup
+        )?;
+        let lanes = match c.subgroups {
+            Some((lo, hi)) if lo == hi => format!("{lo} lanes"),
+            Some((lo, hi)) => format!("{lo}-{hi} lanes"),
+            None => "none".to_string(),
+        };
+        writeln!(out, "  subgroups:             {lanes}")?;
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        writeln!(
+            out,
+            "  shader-f16, int16:     {}, {}",
+            yes(c.shader_f16),
+            yes(c.shader_i16)
+        )?;
+        let coop = c.cooperative_matrix_names();
+        writeln!(
+            out,
+            "  cooperative matrices:  {}",
+            if coop.is_empty() {
                 "none".to_string()
+            } else {
+                coop.join(", ")
             }
         )?;
     }
