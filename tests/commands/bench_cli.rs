@@ -303,7 +303,8 @@ fn bench_budget_shrinks_rotation_and_runs() {
 }
 
 /// `--one-weight`: the same number of calls per timed run as the rotation plans, all on one
-/// weight copy (and one f16 copy), said in the JSON and under the table.
+/// weight copy (and one f16 copy), said in the JSON and under the table; `--variant` and
+/// `--precision` named in both.
 #[test]
 fn bench_one_weight_times_the_planned_calls_on_one_copy() {
     const TEST: &str = "bench_one_weight_times_the_planned_calls_on_one_copy";
@@ -342,8 +343,24 @@ fn bench_one_weight_times_the_planned_calls_on_one_copy() {
         }
         let matvec = kernels.iter().find(|r| r["kernel"] == "matvec").unwrap();
         assert!(u(matvec, "unfused_rotation_pairs") > 1, "{matvec}");
-        bench_into(backend, &path, &args);
+        let a = &json["adapters"][0];
+        assert!(
+            a["matvec_variant"] == "classic" && a["precision"] == "exact",
+            "{a}"
+        );
+        // Rotating again, with a forced variant and mode: both named in the JSON and the table.
+        let forced = ["--variant", "rows:64x2", "--precision", "factored"];
+        let table = bench_into(backend, &path, &[&args[..], &forced].concat());
+        assert!(
+            table.contains("matvec variant rows:64x2") && table.contains("precision factored"),
+            "{table}"
+        );
         let json: Json = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let a = &json["adapters"][0];
+        assert!(
+            a["matvec_variant"] == "rows:64x2" && a["precision"] == "factored",
+            "{a}"
+        );
         for r in json["kernels"].as_array().unwrap() {
             assert_eq!(r["one_weight"], false, "{r}");
         }

@@ -371,7 +371,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "REPORT.json", num_args = 1.., conflicts_with_all = [
         "model", "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
         "budget", "kernels", "shapes", "batch", "matmul_batch", "rows", "precision",
-        "one_weight", "no_unroll", "matvec_rows",
+        "one_weight", "no_unroll", "variant",
     ])]
     pub compare: Vec<PathBuf>,
     /// Formats (ggml names, comma-separated), or `all` = every format with a GPU shader. A named
@@ -445,12 +445,12 @@ pub struct BenchArgs {
     /// four with their loads issued together: the same sums, for comparing the two.
     #[arg(long)]
     pub no_unroll: bool,
-    /// Run the matvec rows on the rows mapping for GPUs: W invocations per workgroup (32, 64,
-    /// 128 or 256) all working on R rows (1, 2, 4 or 8), each chunk of x read once for the R
-    /// rows (as llama.cpp's mul_mat_vec) [default: the classic mapping, each row its own
-    /// invocations].
-    #[arg(long, value_name = "WxR")]
-    pub matvec_rows: Option<gguf_dequant::gpu::kernels::RowsShape>,
+    /// matvec's variant: `classic` (each row its own invocations) or `rows:WxR` (the rows
+    /// mapping for GPUs: W invocations per workgroup, 32 to 256, all working on R rows, 1 to 8,
+    /// each chunk of x read once for the R rows, as llama.cpp's mul_mat_vec) [default: the
+    /// engine's, classic].
+    #[arg(long, alias = "matvec-rows", value_name = "classic|rows:WxR")]
+    pub variant: Option<gguf_dequant::gpu::kernels::Mapping>,
     /// Make every call of a kernel row's timed run on one weight copy (as llama.cpp's
     /// test-backend-ops times its cases: the weight then stays in the GPU's caches where it
     /// fits) instead of on distinct copies.

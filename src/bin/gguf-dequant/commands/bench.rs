@@ -59,10 +59,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let adapters = if formats.iter().any(|&f| f.has_shader()) {
         backend::open_each(backend, |a| {
             let options = EngineOptions {
-                precision: args.precision,
                 matvec_unroll: !args.no_unroll,
-                matvec_rows: args.matvec_rows,
-                ..EngineOptions::default()
+                ..super::variant_options(args.variant, args.precision)
             };
             BenchAdapter::open(a, args.wall, options)
         })?

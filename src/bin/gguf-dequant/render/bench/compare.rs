@@ -72,9 +72,10 @@ pub fn write_compare(reports: &[(String, Report)], out: &mut dyn Write) -> std::
                 } else {
                     ""
                 },
-                match &a.matvec_rows {
-                    Some(shape) => format!("; matvec on the rows mapping {shape}"),
-                    None => String::new(),
+                match (&a.matvec_variant, &a.matvec_rows) {
+                    (Some(v), _) if v != "classic" => format!("; matvec variant {v}"),
+                    (None, Some(shape)) => format!("; matvec variant rows:{shape}"),
+                    _ => String::new(),
                 },
             )?;
             columns.push((r, i));

@@ -82,10 +82,14 @@ pub struct Adapter {
     /// `bench --no-unroll`; absent in older reports, whose rows were not: false).
     #[serde(default)]
     pub matvec_unroll: bool,
-    /// matvec on the rows mapping for GPUs in this shape, `WxR` (`bench --matvec-rows`; absent
-    /// or null: the classic mapping).
+    /// matvec on the rows mapping for GPUs in this shape, `WxR` (`bench --variant rows:WxR`;
+    /// absent or null: the classic mapping).
     #[serde(default)]
     pub matvec_rows: Option<String>,
+    /// matvec's variant as `--variant` spells it: `classic` or `rows:WxR` (absent in older
+    /// reports: see `matvec_rows`).
+    #[serde(default)]
+    pub matvec_variant: Option<String>,
     /// Median over this adapter's rows of the buffer-copy roofline, GB/s (without dequantisation
     /// rows: over its kernel rows' references).
     pub copy_gb_per_s: Option<f64>,
@@ -333,6 +337,11 @@ pub fn report(report: &BenchReport, meta: &Meta) -> Report {
             precision: Some(a.precision.to_string()),
             matvec_unroll: a.unroll,
             matvec_rows: a.rows.clone(),
+            matvec_variant: Some(
+                a.rows
+                    .as_ref()
+                    .map_or("classic".to_string(), |r| format!("rows:{r}")),
+            ),
             copy_gb_per_s: of(i, BenchResult::copy_gb_per_s)
                 .or_else(|| of_kernels(i, KernelResult::copy_gb_per_s)),
             shader_copy_gb_per_s: of(i, BenchResult::shader_copy_gb_per_s)

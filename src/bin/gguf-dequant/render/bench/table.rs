@@ -36,7 +36,7 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
     for (i, a) in report.adapters.iter().enumerate() {
         writeln!(
             out,
-            "adapter {i}: {} ({}, {}, driver {}); GPU times from {}{}{}{}",
+            "adapter {i}: {} ({}, {}, driver {}); GPU times from {}{}{}{}{}",
             a.name,
             a.backend,
             a.device_type,
@@ -59,6 +59,10 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
                 "; matvec rows unrolled"
             } else {
                 ""
+            },
+            match &a.rows {
+                Some(shape) => format!("; matvec variant rows:{shape} (--variant)"),
+                None => String::new(),
             }
         )?;
         let rows: Vec<&BenchResult> = report
