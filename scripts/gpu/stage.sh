@@ -3,7 +3,9 @@
 # NVIDIA driver, and no Rust toolchain, Vulkan loader or llama.cpp, needs for scripts/gpu/suite.sh:
 # stripped release builds of gguf-dequant and of the GPU test binary (tests/gpu.rs), Debian's
 # Vulkan/EGL loader packages and, where `scripts/peers/llama-vulkan.sh build` has run, llama.cpp's
-# test-backend-ops with its ggml libraries: one xz bundle (about 25 MiB), unpacked there by run.sh.
+# test-backend-ops with its ggml libraries: one xz bundle (about 25 MiB), unpacked there by run.sh;
+# and two Llama-3-8B-shaped blocks of zero weights for `tune` (scripts/gpu/synth_block.py, through
+# the tests' venv: GGUF_DEQUANT_PYTHON; 370 MB, 60 KB as synth.gguf.xz).
 #
 #   bash scripts/gpu/stage.sh        then, on that machine, from a copy of this tree with .gpu/:
 #   bash scripts/gpu/suite.sh OUTDIR     (or bash scripts/gpu/run.sh ARGS: one gguf-dequant command)
@@ -35,6 +37,13 @@ else
     echo "no llama.cpp peer build (bash scripts/peers/llama-vulkan.sh build): staging without it" >&2
 fi
 tar -C "$s" -cJf .gpu/bundle.tar.xz bin peer
+py=${GGUF_DEQUANT_PYTHON:-${GGUF_DEQUANT_CACHE:-$HOME/.cache/gguf-dequant}/venv/bin/python}
+if "$py" -c 'import gguf' 2>/dev/null; then
+    "$py" scripts/gpu/synth_block.py "$s/synth.gguf" && xz -T2 -c "$s/synth.gguf" >.gpu/synth.gguf.xz
+    rm -f "$s/synth.gguf"
+else
+    echo "no python with gguf-py ($py; bash scripts/test.sh makes the venv): staging without tune's model" >&2
+fi
 lists=$(mktemp -d) && mkdir -p "$lists/partial"
 o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists="$lists")
 apt-get "${o[@]}" update -qq
