@@ -271,7 +271,8 @@ STAT_KEYS = {"VGPRs": "vgprs", "SGPRs": "sgprs", "Subgroups per SIMD": "waves_pe
              "Instructions": "instructions", "Code size": "code_size", "LDS size": "lds_bytes",
              "Scratch size": "scratch_bytes", "Latency": "latency", "Inverse Throughput": "inverse_throughput"}
 
-KEY_FIELDS = ["columns", "threads", "rows", "vec_x", "vec_w", "subgroups", "x_lanes", "unroll", "int_dot", "dtype"]
+KEY_FIELDS = ["columns", "threads", "rows", "vec_x", "vec_w", "subgroups", "x_lanes", "unroll", "int_dot", "precision",
+              "dtype"]
 
 
 def load_results(out, gpu):
@@ -339,11 +340,12 @@ def rows_for(out, gpus):
 
 def ours_variant(row, unroll=4, source="ours"):
     """Whether `row` is the classic matvec variant a GPU with 32-lane subgroups runs (NVIDIA; AMD under RADV):
-    32 invocations per row, subgroup reduction, vec4 x (F16/BF16: four words of W per load), one column, and
+    32 invocations per row, subgroup reduction, vec4 x (F16/BF16: four words of W per load), exact sums, one column, and
     `unroll` chunks per loop step (4: the engine's default since 2026-12-05; 1: what the H200 ran)."""
     return (row["source"] == source and row["family"] == "matvec" and row.get("rows", 0) == 0
             and row.get("threads") == 32 and row.get("subgroups") and row.get("unroll") == unroll
-            and row.get("vec_x") and not row.get("int_dot") and row.get("columns", 1) == 1
+            and row.get("vec_x") and row.get("precision", "exact") == "exact" and not row.get("int_dot")
+            and row.get("columns", 1) == 1
             and row.get("vec_w") == (row["format"] in ("F16", "BF16")))
 
 
