@@ -278,8 +278,8 @@ impl GpuEngine {
             // The kernel each candidate runs (vec4 x, the weight a word per load): the variant
             // the cache's hash stands for.
             let plan = &self.kernels.plan;
+            let precision = self.precision_for(Op::MatVec, key.format, key.k);
             for m in self.matvec_candidates(key.columns) {
-                let precision = plan.precision.honoured(Op::MatVec, key.format, key.k);
                 if let Some(k) =
                     plan.matvec_key(key.format, key.columns, (true, false), precision, m)
                 {
