@@ -37,6 +37,8 @@ mod gguf_roundtrip;
 mod gguf_split;
 #[path = "cpu/kernel_abi.rs"]
 mod kernel_abi;
+#[path = "cpu/kernel_plan.rs"]
+mod kernel_plan;
 #[path = "cpu/kernel_shaders.rs"]
 mod kernel_shaders;
 #[path = "cpu/ops.rs"]

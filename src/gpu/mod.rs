@@ -47,7 +47,6 @@ pub mod roofline;
 pub mod timing;
 #[cfg(feature = "gpu")]
 pub mod tune;
-#[cfg(feature = "gpu")]
 pub mod windows;
 
 pub use crate::error::GpuError;
@@ -59,7 +58,6 @@ pub use engine::{DequantJob, EngineOptions, GpuEngine};
 pub(crate) use error::scoped;
 #[cfg(feature = "gpu")]
 pub use pipelines::{binding, PipelineKey, Variant};
-#[cfg(feature = "gpu")]
 pub use windows::{plan_windows, WindowPlan};
 
 #[cfg(feature = "gpu")]

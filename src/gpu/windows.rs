@@ -133,6 +133,7 @@ pub const fn padded(format: Format, n_blocks: u64, out_size: u64) -> (u64, u64) 
 }
 
 /// [`padded`] in checked arithmetic: `None` when a size does not fit a u64.
+#[cfg(feature = "gpu")]
 pub(crate) fn checked_padded(format: Format, n_blocks: u64, out_size: u64) -> Option<(u64, u64)> {
     let src = n_blocks.checked_mul(format.block_bytes() as u64)?;
     let dst = n_blocks

@@ -2,27 +2,24 @@
 //! weight's runs of whole rows per binding, the operands' spans, column groups, grids), then one
 //! recorded dispatch per run.
 
-use super::params::{GetRowsParams, MatMulParams, MatVecParams, QuantizeParams};
-use super::plan::{invalid, row_runs, shape, span, RowRun, Shape, Span};
+use super::params::{GetRowsParams, MatVecParams, QuantizeParams};
+use super::plan::{
+    aligned_rows, extent, invalid, plan_mul, shape, span, tensor_runs, MulCall, MulOp,
+    QuantizePlan, Span,
+};
 use super::record::Bind;
 use super::{
-    binding, GetRowsJob, KernelKey, Mapping, MatVecIdJob, MulMatJob, Op, Precision, Recorder,
-    GET_ROWS_VALUES, MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH, WORKGROUP_SIZE,
+    binding, GetRowsJob, KernelKey, Mapping, MatVecIdJob, MulMatJob, Recorder, GET_ROWS_VALUES,
+    WORKGROUP_SIZE,
 };
 use crate::gpu::kernels::layout::Layout;
 use crate::gpu::{windows, GpuError};
 use crate::Result;
 
 impl Recorder {
-    /// Records `Y = W X` for 1 to [`MATVEC_MAX_BATCH`] columns.
+    /// Records `Y = W X` for 1 to [`MATVEC_MAX_BATCH`](super::MATVEC_MAX_BATCH) columns.
     pub fn matvec(&mut self, pass: &mut wgpu::ComputePass<'_>, job: &MulMatJob<'_>) -> Result<()> {
-        if job.batch == 0 || job.batch > MATVEC_MAX_BATCH {
-            return Err(invalid(format!(
-                "matvec takes 1 to {MATVEC_MAX_BATCH} columns, not {} (use matmul)",
-                job.batch
-            )));
-        }
-        self.mul(pass, job, false, MATVEC_MAX_BATCH as u64, None)
+        self.mul(pass, job, MulOp::MatVec(None))
     }
 
     /// [`Recorder::matvec`] on `mapping` whatever the policy would choose (the tuner times the
@@ -33,178 +30,75 @@ impl Recorder {
         job: &MulMatJob<'_>,
         mapping: Mapping,
     ) -> Result<()> {
-        if job.batch == 0 || job.batch > MATVEC_MAX_BATCH {
-            return Err(invalid(format!(
-                "matvec takes 1 to {MATVEC_MAX_BATCH} columns, not {}",
-                job.batch
-            )));
-        }
-        self.mul(pass, job, false, MATVEC_MAX_BATCH as u64, Some(mapping))
+        self.mul(pass, job, MulOp::MatVec(Some(mapping)))
     }
 
     /// Records `Y = W X` for any number of columns: tiled through workgroup memory, or on CPU
-    /// adapters (one invocation per matvec row) as matvecs of up to [`MATMUL_CPU_COLUMNS`]
-    /// columns, one invocation per row decoding each chunk once for all of them (measured faster
-    /// there: no barriers, no workgroup-memory round trip).
+    /// adapters (one invocation per matvec row) as matvecs of up to
+    /// [`MATMUL_CPU_COLUMNS`](super::MATMUL_CPU_COLUMNS) columns, one invocation per row decoding
+    /// each chunk once for all of them (measured faster there: no barriers, no workgroup-memory
+    /// round trip).
     pub fn matmul(&mut self, pass: &mut wgpu::ComputePass<'_>, job: &MulMatJob<'_>) -> Result<()> {
-        if job.batch == 0 {
-            return Err(invalid("matmul needs at least one column".into()));
-        }
-        if self.set.plan.threads == 1 {
-            self.mul(pass, job, false, MATMUL_CPU_COLUMNS as u64, None)
-        } else {
-            self.mul(pass, job, true, 0, None)
-        }
+        self.mul(pass, job, MulOp::MatMul)
     }
 
+    /// Plans the product ([`plan_mul`]) and records its dispatches.
     fn mul(
         &mut self,
         pass: &mut wgpu::ComputePass<'_>,
         job: &MulMatJob<'_>,
-        tiled: bool,
-        matvec_cols: u64,
-        mapping: Option<Mapping>,
+        op: MulOp,
     ) -> Result<()> {
         self.set.check()?;
         let set = self.set.clone();
-        let plan = set.plan;
         let t = job.weight;
-        let s = shape(t)?;
-        let align = plan.align;
-        let batch = job.batch as u64;
-        let tile = MATMUL_TILE as u64;
-        // Columns per dispatch: X and Y spans within a binding.
-        let room = plan.max_binding.saturating_sub(align);
-        let max_cols = if tiled {
-            plan.max_dim * tile
-        } else {
-            matvec_cols
+        let call = MulCall {
+            weight: t.layout(),
+            batch: job.batch as u64,
+            x: extent(&job.x, "x")?,
+            y: extent(&job.y, "y")?,
+            op,
         };
-        let per_cols = (room / (s.k * 4)).min(room / (s.rows * 4)).min(max_cols);
-        if per_cols == 0 {
-            return Err(GpuError::TooLarge {
-                what: format!("one column of {} in a storage binding", t.name),
-                bytes: s.k.max(s.rows) * 4 + align,
-                limit: plan.max_binding,
-            }
-            .into());
-        }
-        span(&job.x, 0, batch * s.k, align, "x")?;
-        span(&job.y, 0, batch * s.rows, align, "y")?;
-        let max_rows = if tiled {
-            plan.max_dim * tile
-        } else {
-            plan.max_dim * plan.max_dim
-        };
-        let runs = row_runs(&plan, t, &s, max_rows)?;
-        let vec_w = !tiled && aligned_rows(&s, &runs);
-        // The precision honoured (the tiled matmul sums exactly); on the integer path x's codes
-        // and scales in the recorder's scratch buffer, and the classic mapping.
-        let precision = if tiled {
-            Precision::Exact
-        } else {
-            plan.precision.honoured(Op::MatVec, s.format, s.k)
-        };
-        let int_dot = precision == Precision::Int8;
-        let mut c0 = 0;
-        while c0 < batch {
-            let cols = per_cols.min(batch - c0);
-            let x = span(&job.x, c0 * s.k, cols * s.k, align, "x")?;
-            let vec_x = !tiled && s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
-            let mapping = match (tiled || int_dot || cols > MATVEC_MAX_BATCH as u64, mapping) {
-                (true, _) => Mapping::Classic,
-                (false, Some(m)) => m,
-                (false, None) => set.mapping((s.format, s.k, s.rows, cols as u32)),
+        let plan = plan_mul(&set.plan, &call, &|key| set.mapping(key))?;
+        for group in &plan.groups {
+            let (pipeline, layout) = set.pipeline(&group.key)?;
+            let scratch = match &group.quantize {
+                Some(q) => {
+                    let b = self.scratch(q.bytes)?;
+                    self.quantize(pass, job.x.buffer, group.x, &b, q)?;
+                    Some((b, q.bytes))
+                }
+                None => None,
             };
-            let key = if tiled {
-                KernelKey::matmul(s.format)
-            } else {
-                plan.matvec_key(s.format, cols as u32, (vec_x, vec_w), precision, mapping)
-                    .ok_or_else(|| invalid(format!("matvec {mapping} at {cols} columns")))?
+            let x = match &scratch {
+                Some((b, bytes)) => Bind {
+                    buffer: b,
+                    offset: 0,
+                    size: *bytes,
+                },
+                None => Bind::span(job.x.buffer, group.x),
             };
-            let rows_per_group = key.rows_per_group() as u64;
-            let (pipeline, layout) = set.pipeline(&key)?;
-            let codes = if key.precision == Precision::Int8 {
-                let bytes = (cols * s.k / 32) * 36;
-                let scratch = self.scratch(bytes)?;
-                self.quantize(pass, job.x.buffer, x, &scratch, cols * s.k)?;
-                Some((scratch, bytes))
-            } else {
-                None
-            };
-            for run in &runs {
-                let y_first = c0 * s.rows + run.first;
-                let y = span(&job.y, y_first, (cols - 1) * s.rows + run.count, align, "y")?;
+            for d in &group.dispatches {
+                let run = &plan.runs[d.run];
+                let w = &t.parts[run.part].buffer;
                 let binds = operands(&layout, |b| match b {
                     binding::W | binding::WV => Some(Bind {
-                        buffer: run.buffer,
+                        buffer: w,
                         offset: run.offset,
                         size: run.size,
                     }),
-                    binding::X | binding::XV => Some(match &codes {
-                        Some((scratch, bytes)) => Bind {
-                            buffer: scratch,
-                            offset: 0,
-                            size: *bytes,
-                        },
-                        None => Bind::span(job.x.buffer, x),
-                    }),
-                    binding::Y => Some(Bind::span(job.y.buffer, y)),
+                    binding::X | binding::XV => Some(x),
+                    binding::Y => Some(Bind::span(job.y.buffer, d.y)),
                     binding::GRIDS => Some(grids(&set.tables)),
                     _ => None,
                 })?;
-                if tiled {
-                    let p = MatMulParams {
-                        k: s.k as u32,
-                        n_rows: run.count as u32,
-                        row_bytes: s.row_bytes as u32,
-                        w_skip: run.skip as u32,
-                        x_skip: x.skip,
-                        y_skip: y.skip,
-                        y_stride: s.rows as u32,
-                        n_cols: cols as u32,
-                    };
-                    let groups = (
-                        run.count.div_ceil(tile) as u32,
-                        cols.div_ceil(tile) as u32,
-                        1,
-                    );
-                    self.record(
-                        pass,
-                        &pipeline,
-                        &layout,
-                        &binds,
-                        bytemuck::bytes_of(&p),
-                        groups,
-                    )?;
-                } else {
-                    let p = MatVecParams {
-                        k: s.k as u32,
-                        n_rows: run.count as u32,
-                        row_bytes: s.row_bytes as u32,
-                        w_skip: run.skip as u32,
-                        x_skip: x.skip,
-                        y_skip: y.skip,
-                        y_stride: s.rows as u32,
-                        ..MatVecParams::default()
-                    };
-                    let (gx, gy) = windows::grid(run.count.div_ceil(rows_per_group), plan.max_dim);
-                    self.record(
-                        pass,
-                        &pipeline,
-                        &layout,
-                        &binds,
-                        bytemuck::bytes_of(&p),
-                        (gx, gy, 1),
-                    )?;
-                }
+                self.record(pass, &pipeline, &layout, &binds, d.params.bytes(), d.grid)?;
             }
-            c0 += cols;
         }
         Ok(())
     }
 
-    /// Records the integer path's quantiser: the `values` of span `x` of `x_buffer` (whole
+    /// Records the integer path's quantiser `q`: the values of span `x` of `x_buffer` (whole
     /// blocks of 32) as int8 codes from word 0 of `scratch`, then one scale per block.
     fn quantize(
         &mut self,
@@ -212,32 +106,27 @@ impl Recorder {
         x_buffer: &wgpu::Buffer,
         x: Span,
         scratch: &wgpu::Buffer,
-        values: u64,
+        q: &QuantizePlan,
     ) -> Result<()> {
         let (pipeline, layout) = self.set.quantizer()?;
-        let blocks = values / 32;
         let p = QuantizeParams {
-            blocks: blocks as u32,
+            blocks: q.blocks as u32,
             x_skip: x.skip,
-            d_at: (values / 4) as u32,
+            d_at: (q.blocks * 8) as u32,
             pad: 0,
         };
         let out = Bind {
             buffer: scratch,
             offset: 0,
-            size: blocks * 36,
+            size: q.bytes,
         };
-        let (gx, gy) = windows::grid(
-            blocks.div_ceil(WORKGROUP_SIZE as u64),
-            self.set.plan.max_dim,
-        );
         self.record(
             pass,
             &pipeline,
             &layout,
             &[Bind::span(x_buffer, x), out],
             bytemuck::bytes_of(&p),
-            (gx, gy, 1),
+            (q.grid.0, q.grid.1, 1),
         )
     }
 
@@ -275,7 +164,7 @@ impl Recorder {
                 job.out.buffer.size()
             )));
         }
-        let runs = row_runs(&plan, t, &s, u64::MAX)?;
+        let runs = tensor_runs(&plan, t, &s, u64::MAX)?;
         if !s.k.is_multiple_of(8) && runs.len() > 1 {
             return Err(invalid(format!(
                 "{}: rows of {} values (not a multiple of 8) are gathered from one binding only",
@@ -313,7 +202,7 @@ impl Recorder {
             for run in &runs {
                 let binds = operands(&layout, |b| match b {
                     binding::W => Some(Bind {
-                        buffer: run.buffer,
+                        buffer: &t.parts[run.part].buffer,
                         offset: run.offset,
                         size: run.size,
                     }),
@@ -400,7 +289,7 @@ impl Recorder {
             }
             .into());
         }
-        let runs = row_runs(&plan, t, &s, u64::MAX)?;
+        let runs = tensor_runs(&plan, t, &s, u64::MAX)?;
         let vec_x = s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
         let key = KernelKey::matvec_id(s.format, plan.threads, vec_x)
             .with_vec_w(aligned_rows(&s, &runs))
@@ -417,7 +306,7 @@ impl Recorder {
             for run in &runs {
                 let binds = operands(&layout, |b| match b {
                     binding::W | binding::WV => Some(Bind {
-                        buffer: run.buffer,
+                        buffer: &t.parts[run.part].buffer,
                         offset: run.offset,
                         size: run.size,
                     }),
@@ -456,12 +345,6 @@ impl Recorder {
         }
         Ok(())
     }
-}
-
-/// Whether every row of every run starts on a 16-byte boundary of its binding and is whole
-/// 16-byte chunks: the weight can be read four words per load ([`KernelKey::vec_w`]).
-fn aligned_rows(s: &Shape, runs: &[RowRun<'_>]) -> bool {
-    s.row_bytes.is_multiple_of(16) && runs.iter().all(|r| r.skip.is_multiple_of(16))
 }
 
 /// The grids binding: the engine's tables buffer, whole.

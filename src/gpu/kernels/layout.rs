@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::params::MAX_PARAMS_BYTES;
-use super::{binding, kernel_source, quantize_source, KernelKey, Op, StorageBinding};
+use super::{
+    binding, kernel_source, quantize_source, KernelKey, MappingKey, Op, Plan, StorageBinding,
+};
 use crate::gpu::device::DeviceState;
 use crate::gpu::pipelines::{compile, storage, PipelineCache};
 use crate::gpu::{scoped, GpuError};
@@ -80,78 +82,6 @@ impl Created {
         .iter()
         .map(|c| c.load(Ordering::Relaxed))
         .sum()
-    }
-}
-
-/// The limits and choices every recording plans with.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Plan {
-    /// `min_storage_buffer_offset_alignment`.
-    pub(crate) align: u64,
-    /// `min_uniform_buffer_offset_alignment`.
-    pub(crate) uniform_align: u64,
-    /// The storage-binding size in use.
-    pub(crate) max_binding: u64,
-    /// Workgroups per grid dimension in use.
-    pub(crate) max_dim: u64,
-    /// Invocations per matvec row.
-    pub(crate) threads: u32,
-    /// Whether the matvec rows reduce through subgroup shuffles (see [`super::KernelKey::subgroups`]).
-    pub(crate) subgroups: bool,
-    /// The lanes sharing each read of x with one invocation per row (see
-    /// [`super::KernelKey::x_lanes`]; 1: none).
-    pub(crate) x_lanes: u32,
-    /// The precision matvec sums in where a kernel honours it ([`super::Precision::honoured`]).
-    pub(crate) precision: super::Precision,
-    /// Whether matvec rows of several invocations are unrolled (see
-    /// [`super::KernelKey::unroll`]).
-    pub(crate) unroll: bool,
-    /// matvec on the rows mapping ([`super::KernelKey::rows`]) in this shape; `None`: the
-    /// classic mapping.
-    pub(crate) rows: Option<super::RowsShape>,
-    /// Whether the rows mapping reduces through subgroup shuffles.
-    pub(crate) rows_subgroups: bool,
-}
-
-/// What a matvec mapping is chosen by: the weight's format, K, N (all its rows) and the columns
-/// of one dispatch.
-pub(crate) type MappingKey = (crate::Format, u64, u64, u32);
-
-impl Plan {
-    /// The mapping of calls the policy has no choice for.
-    pub(crate) fn default_mapping(&self) -> super::Mapping {
-        self.rows
-            .map_or(super::Mapping::Classic, super::Mapping::Rows)
-    }
-
-    /// The matvec kernel of `columns` columns of `format` on `mapping` summing in `precision`
-    /// where it can ([`super::KernelKey::with_precision`]), with this plan's reductions, shared
-    /// x and unrolling; `None` for a rows shape that is no variant at that many columns.
-    pub(crate) fn matvec_key(
-        &self,
-        format: crate::Format,
-        columns: u32,
-        (vec_x, vec_w): (bool, bool),
-        precision: super::Precision,
-        mapping: super::Mapping,
-    ) -> Option<super::KernelKey> {
-        use super::KernelKey;
-        Some(match mapping {
-            super::Mapping::Rows(shape) => {
-                let r = shape.rows_for(columns);
-                KernelKey::matvec_rows(format, columns, shape.workgroup, r, vec_x)?
-                    .with_vec_w(vec_w)
-                    .with_subgroups(self.rows_subgroups)
-                    .with_precision(precision)
-                    .with_unroll(self.unroll)
-            }
-            super::Mapping::Classic => KernelKey::matvec(format, columns, self.threads, vec_x)
-                .with_vec_w(vec_w)
-                .with_subgroups(self.subgroups)
-                .with_x_lanes(self.x_lanes)
-                .with_precision(precision)
-                .with_unroll(self.unroll),
-        })
     }
 }
 

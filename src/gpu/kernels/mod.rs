@@ -67,7 +67,6 @@ mod dispatch;
 #[cfg(feature = "gpu")]
 mod layout;
 pub mod params;
-#[cfg(feature = "gpu")]
 mod plan;
 mod precision;
 #[cfg(feature = "gpu")]
@@ -82,9 +81,13 @@ pub use compose::{
     MATVEC_THREADS, ROWS_MAX_SUMS, ROWS_PER_GROUP, ROWS_WORKGROUPS, X_LANES,
 };
 #[cfg(feature = "gpu")]
-pub use layout::{BindingKind, Program};
+pub(crate) use layout::KernelSet;
 #[cfg(feature = "gpu")]
-pub(crate) use layout::{KernelSet, Plan};
+pub use layout::{BindingKind, Program};
+pub use plan::{
+    plan_mul, row_runs, ColumnGroup, Extent, MappingKey, MulCall, MulDispatch, MulOp, MulParams,
+    MulPlan, PartBinding, PartLayout, Plan, QuantizePlan, RowRun, Shape, Span, WeightLayout,
+};
 pub use precision::Precision;
 #[cfg(feature = "gpu")]
 pub use record::{Recorder, RecorderStats, RETAIN_RECORDINGS};

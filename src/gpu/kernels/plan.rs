@@ -1,82 +1,309 @@
-//! Planning, without recording anything: a weight's shape as the kernels see it, its runs of
-//! whole rows that each fit one storage binding, and checked spans of the operand buffers.
+//! Planning, without wgpu: the limits and choices a recording plans with ([`Plan`]), the policy
+//! that picks each product's variant ([`Plan::matvec_choice`]), a weight's shape and its runs of
+//! whole rows that each fit one storage binding, checked spans of the operands, and every
+//! dispatch of a product ([`plan_mul`]) with its kernel, bindings, parameters and grid. The
+//! recorder only executes these plans, so they are tested without a GPU and fuzzed
+//! (`fuzz/fuzz_targets/kernel_plan.rs`).
 
-use super::layout::Plan;
-use super::Operand;
-use crate::gpu::loader::ResidentTensor;
-use crate::gpu::GpuError;
+use std::ops::Range;
+
+use super::params::{MatMulParams, MatVecParams};
+use super::{
+    KernelKey, Mapping, Op, Precision, RowsShape, MATMUL_CPU_COLUMNS, MATMUL_TILE,
+    MATVEC_MAX_BATCH, WORKGROUP_SIZE,
+};
+use crate::gpu::{windows, GpuError};
 use crate::{DType, Error, Format, Result};
 
 pub(crate) fn invalid(m: String) -> Error {
     GpuError::InvalidJob(m).into()
 }
 
-/// A weight's shape as the kernels see it.
+/// The limits and choices every recording of one engine plans with: the device's limits in use
+/// and the variant settings of [`crate::gpu::EngineOptions`] as the adapter allows them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Shape {
-    /// The format the kernels decode: the tensor's own, or its resident dtype's.
-    pub(crate) format: Format,
-    /// Values per row.
-    pub(crate) k: u64,
-    /// Rows.
-    pub(crate) rows: u64,
-    /// Bytes per row.
-    pub(crate) row_bytes: u64,
+pub struct Plan {
+    /// `min_storage_buffer_offset_alignment` (a power of two).
+    pub align: u64,
+    /// `min_uniform_buffer_offset_alignment`.
+    pub uniform_align: u64,
+    /// The storage-binding size in use.
+    pub max_binding: u64,
+    /// Workgroups per grid dimension in use.
+    pub max_dim: u64,
+    /// Invocations per matvec row on the classic mapping (1: CPU adapters).
+    pub threads: u32,
+    /// Whether the classic mapping's rows reduce through subgroup shuffles
+    /// ([`KernelKey::subgroups`]).
+    pub subgroups: bool,
+    /// The lanes sharing each read of x with one invocation per row ([`KernelKey::x_lanes`];
+    /// 1: none).
+    pub x_lanes: u32,
+    /// The precision products were asked to sum in; each gets it where a kernel honours it
+    /// ([`Precision::honoured`]).
+    pub precision: Precision,
+    /// Whether matvec rows of several invocations are unrolled ([`KernelKey::unroll`]).
+    pub unroll: bool,
+    /// matvec on the rows mapping in this shape by default; `None`: the classic mapping.
+    pub rows: Option<RowsShape>,
+    /// Whether the rows mapping reduces through subgroup shuffles.
+    pub rows_subgroups: bool,
 }
 
-/// `t` as rows of `dims[0]` values of a format with a shader, each row at most `u32` bytes.
-pub(crate) fn shape(t: &ResidentTensor) -> Result<Shape> {
-    let format = match t.dtype {
-        None => t.format,
-        Some(DType::F32) => Format::F32,
-        Some(DType::F16) => Format::F16,
-        Some(DType::BF16) => Format::BF16,
-    };
-    let k = t.dims.first().copied().unwrap_or(0);
-    if !format.has_shader() {
-        return Err(invalid(format!(
-            "{}: {format} has no shader (multiply it on the CPU with ops)",
-            t.name
-        )));
+/// What a matvec mapping is chosen by: the weight's format, K, N (all its rows) and the columns
+/// of one dispatch.
+pub type MappingKey = (Format, u64, u64, u32);
+
+impl Plan {
+    /// Checks the limits as a device reports them: the alignment a power of two of at least 4,
+    /// a binding of at most 4 GiB, 1 to `u32::MAX` workgroups per dimension.
+    pub fn check(&self) -> Result<()> {
+        let ok = self.align.is_power_of_two()
+            && self.align >= 4
+            && self.max_binding <= u32::MAX as u64
+            && (1..=u32::MAX as u64).contains(&self.max_dim);
+        if ok {
+            Ok(())
+        } else {
+            Err(GpuError::Invariant(format!(
+                "kernel limits out of range: alignment {}, binding {} bytes, {} workgroups per dimension",
+                self.align, self.max_binding, self.max_dim
+            ))
+            .into())
+        }
     }
-    if k == 0 || t.n_elements == 0 || !t.n_elements.is_multiple_of(k) {
-        return Err(invalid(format!(
-            "{}: dims {:?} are not rows of K values",
-            t.name, t.dims
-        )));
+
+    /// The mapping of calls the tuner made no choice for.
+    pub fn default_mapping(&self) -> Mapping {
+        self.rows.map_or(Mapping::Classic, Mapping::Rows)
     }
-    let elems = format.block_elems() as u64;
-    if !k.is_multiple_of(elems) {
-        return Err(invalid(format!(
-            "{}: K = {k} is not a multiple of the {elems}-value {format} block",
-            t.name
-        )));
+
+    /// The policy: the mapping and precision one matvec dispatch of `columns` columns on a weight
+    /// of `format` with `k` values per row runs in, asked for `asked` (the tuner's choice, a
+    /// forced variant or [`Plan::default_mapping`]). The precision is the plan's where a kernel
+    /// honours it, else `exact`; the integer path and more than [`MATVEC_MAX_BATCH`] columns
+    /// (matmul's matvecs on CPU adapters) run on the classic mapping.
+    pub fn matvec_choice(
+        &self,
+        format: Format,
+        k: u64,
+        columns: u64,
+        asked: Mapping,
+    ) -> (Mapping, Precision) {
+        let precision = self.precision.honoured(Op::MatVec, format, k);
+        let classic = precision == Precision::Int8 || columns > MATVEC_MAX_BATCH as u64;
+        let mapping = if classic { Mapping::Classic } else { asked };
+        (mapping, precision)
     }
-    let row_bytes = k / elems * format.block_bytes() as u64;
-    if k > u32::MAX as u64 / 8 || row_bytes > u32::MAX as u64 {
-        return Err(invalid(format!(
-            "{}: rows of {k} values are too long",
-            t.name
-        )));
+
+    /// The matvec kernel of `columns` columns of `format` on `mapping` summing in `precision`
+    /// where it can ([`KernelKey::with_precision`]), with this plan's reductions, shared x and
+    /// unrolling; `None` for a rows shape that is no variant at that many columns.
+    pub fn matvec_key(
+        &self,
+        format: Format,
+        columns: u32,
+        (vec_x, vec_w): (bool, bool),
+        precision: Precision,
+        mapping: Mapping,
+    ) -> Option<KernelKey> {
+        Some(match mapping {
+            Mapping::Rows(shape) => {
+                let r = shape.rows_for(columns);
+                KernelKey::matvec_rows(format, columns, shape.workgroup, r, vec_x)?
+                    .with_vec_w(vec_w)
+                    .with_subgroups(self.rows_subgroups)
+                    .with_precision(precision)
+                    .with_unroll(self.unroll)
+            }
+            Mapping::Classic => KernelKey::matvec(format, columns, self.threads, vec_x)
+                .with_vec_w(vec_w)
+                .with_subgroups(self.subgroups)
+                .with_x_lanes(self.x_lanes)
+                .with_precision(precision)
+                .with_unroll(self.unroll),
+        })
     }
-    Ok(Shape {
-        format,
-        k,
-        rows: t.n_elements / k,
-        row_bytes,
-    })
+}
+
+/// One buffer of a weight as the planner sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartLayout {
+    /// The bytes of the buffer that hold the part's data.
+    pub range: Range<u64>,
+    /// The weight's elements the part holds.
+    pub elements: Range<u64>,
+    /// The buffer's size in bytes.
+    pub buffer_len: u64,
+}
+
+/// A resident weight as the planner sees it: its type, dims and where its parts lie, without
+/// the buffers (`ResidentTensor::layout`).
+#[derive(Clone, Debug)]
+pub struct WeightLayout<'a> {
+    /// The tensor's name, for errors.
+    pub name: &'a str,
+    /// Its ggml type in the file.
+    pub format: Format,
+    /// Dimensions in ggml order.
+    pub dims: &'a [u64],
+    /// Number of elements.
+    pub n_elements: u64,
+    /// The resident element type: `None` for raw blocks.
+    pub dtype: Option<DType>,
+    /// The parts, in element order.
+    pub parts: Vec<PartLayout>,
+}
+
+/// Where a run of a weight's elements lies: [`WeightLayout::bind`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartBinding {
+    /// The part (index into the weight's parts).
+    pub part: usize,
+    /// Byte offset of the binding in the part's buffer (a multiple of the alignment).
+    pub offset: u64,
+    /// Bytes bound (a multiple of 4, within the buffer).
+    pub size: u64,
+    /// Bytes from the binding's start to the run's first element.
+    pub skip_bytes: u64,
+    /// The same in elements, for dequantised tensors.
+    pub skip_elements: Option<u64>,
+}
+
+impl WeightLayout<'_> {
+    /// Where `elements` (a run inside one part; for raw tensors starting on a block boundary)
+    /// lie, bound from an offset that is a multiple of `align` (a power of two).
+    pub fn bind(&self, elements: Range<u64>, align: u64) -> Result<PartBinding> {
+        if elements.start >= elements.end || elements.end > self.n_elements {
+            return Err(invalid(format!(
+                "{}: elements {elements:?} are not a non-empty run of its {} elements",
+                self.name, self.n_elements
+            )));
+        }
+        if !align.is_power_of_two() {
+            return Err(invalid(format!("alignment {align} is not a power of two")));
+        }
+        let (index, part) = self
+            .parts
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.elements.contains(&elements.start))
+            .ok_or_else(|| invalid(format!("{}: no part holds {elements:?}", self.name)))?;
+        if elements.end > part.elements.end {
+            return Err(invalid(format!(
+                "{}: elements {elements:?} cross the boundary of part {index} ({:?})",
+                self.name, part.elements
+            )));
+        }
+        // Bytes from the part's first element to the run's start and end.
+        let (start, end) = match self.dtype {
+            Some(d) => {
+                let size = d.size() as u64;
+                let first = elements.start - part.elements.start;
+                (first * size, (elements.end - part.elements.start) * size)
+            }
+            None => {
+                let (elems, bytes) = (
+                    self.format.block_elems() as u64,
+                    self.format.block_bytes() as u64,
+                );
+                if !elements.start.is_multiple_of(elems) {
+                    return Err(invalid(format!(
+                        "{}: raw elements must start on a {elems}-value block, not at {}",
+                        self.name, elements.start
+                    )));
+                }
+                let first = (elements.start - part.elements.start) / elems;
+                let last = (elements.end - part.elements.start).div_ceil(elems);
+                (first * bytes, last * bytes)
+            }
+        };
+        let start = part.range.start + start;
+        let offset = start / align * align;
+        let size = (part.range.start + end - offset).next_multiple_of(4);
+        Ok(PartBinding {
+            part: index,
+            offset,
+            size: size.min(part.buffer_len.saturating_sub(offset)),
+            skip_bytes: start - offset,
+            skip_elements: self.dtype.map(|d| (start - offset) / d.size() as u64),
+        })
+    }
+}
+
+/// A weight's shape as the kernels see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// The format the kernels decode: the tensor's own, or its resident dtype's.
+    pub format: Format,
+    /// Values per row.
+    pub k: u64,
+    /// Rows.
+    pub rows: u64,
+    /// Bytes per row.
+    pub row_bytes: u64,
+}
+
+impl Shape {
+    /// `w` as rows of `dims[0]` values of a format with a shader, each row at most `u32` bytes.
+    pub fn of(w: &WeightLayout<'_>) -> Result<Shape> {
+        let format = match w.dtype {
+            None => w.format,
+            Some(DType::F32) => Format::F32,
+            Some(DType::F16) => Format::F16,
+            Some(DType::BF16) => Format::BF16,
+        };
+        let k = w.dims.first().copied().unwrap_or(0);
+        if !format.has_shader() {
+            return Err(invalid(format!(
+                "{}: {format} has no shader (multiply it on the CPU with ops)",
+                w.name
+            )));
+        }
+        if k == 0 || w.n_elements == 0 || !w.n_elements.is_multiple_of(k) {
+            return Err(invalid(format!(
+                "{}: dims {:?} are not rows of K values",
+                w.name, w.dims
+            )));
+        }
+        let elems = format.block_elems() as u64;
+        if !k.is_multiple_of(elems) {
+            return Err(invalid(format!(
+                "{}: K = {k} is not a multiple of the {elems}-value {format} block",
+                w.name
+            )));
+        }
+        let row_bytes = k / elems * format.block_bytes() as u64;
+        if k > u32::MAX as u64 / 8 || row_bytes > u32::MAX as u64 {
+            return Err(invalid(format!(
+                "{}: rows of {k} values are too long",
+                w.name
+            )));
+        }
+        Ok(Shape {
+            format,
+            k,
+            rows: w.n_elements / k,
+            row_bytes,
+        })
+    }
 }
 
 /// One dispatch's run of whole weight rows inside one binding.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RowRun<'a> {
-    pub(crate) buffer: &'a wgpu::Buffer,
-    pub(crate) offset: u64,
-    pub(crate) size: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowRun {
+    /// The part whose buffer is bound.
+    pub part: usize,
+    /// Byte offset of the binding.
+    pub offset: u64,
+    /// Bytes bound.
+    pub size: u64,
     /// Bytes from the binding's start to row `first`.
-    pub(crate) skip: u64,
-    pub(crate) first: u64,
-    pub(crate) count: u64,
+    pub skip: u64,
+    /// The run's first row.
+    pub first: u64,
+    /// Rows in the run.
+    pub count: u64,
 }
 
 /// Rows per run: as many whole rows of `row_bytes` as one binding of `max_binding` bytes holds
@@ -86,38 +313,39 @@ pub(crate) fn rows_per_run(plan: &Plan, row_bytes: u64, max_rows: u64) -> Option
     (fit > 0).then(|| fit.min(max_rows).max(1))
 }
 
-/// The runs of whole rows of `t`, each inside one binding and at most `max_rows` rows.
-pub(crate) fn row_runs<'t>(
+/// The runs of whole rows of `w` (shape `s`), each inside one binding and at most `max_rows`
+/// rows.
+pub fn row_runs(
     plan: &Plan,
-    t: &'t ResidentTensor,
+    w: &WeightLayout<'_>,
     s: &Shape,
     max_rows: u64,
-) -> Result<Vec<RowRun<'t>>> {
+) -> Result<Vec<RowRun>> {
     let per = rows_per_run(plan, s.row_bytes, max_rows).ok_or_else(|| GpuError::TooLarge {
         what: format!(
             "one row of {} ({} bytes) in a storage binding",
-            t.name, s.row_bytes
+            w.name, s.row_bytes
         ),
         bytes: s.row_bytes + plan.align,
         limit: plan.max_binding,
     })?;
     let mut runs = Vec::new();
-    for p in &t.parts {
+    for p in &w.parts {
         let (first, end) = (p.elements.start / s.k, p.elements.end.div_ceil(s.k));
         if !p.elements.start.is_multiple_of(s.k)
-            || (!p.elements.end.is_multiple_of(s.k) && p.elements.end != t.n_elements)
+            || (!p.elements.end.is_multiple_of(s.k) && p.elements.end != w.n_elements)
         {
             return Err(invalid(format!(
                 "{}: a buffer boundary at element {} splits a row of {} values",
-                t.name, p.elements.start, s.k
+                w.name, p.elements.start, s.k
             )));
         }
         let mut r = first;
         while r < end {
             let n = per.min(end - r);
-            let b = t.bind_elements(r * s.k..(r + n) * s.k, plan.align)?;
+            let b = w.bind(r * s.k..(r + n) * s.k, plan.align)?;
             runs.push(RowRun {
-                buffer: b.buffer,
+                part: b.part,
                 offset: b.offset,
                 size: b.size,
                 skip: b.skip_bytes,
@@ -130,44 +358,53 @@ pub(crate) fn row_runs<'t>(
     Ok(runs)
 }
 
+/// Whether every row of every run starts on a 16-byte boundary of its binding and is whole
+/// 16-byte chunks: the weight can be read four words per load ([`KernelKey::vec_w`]).
+pub(crate) fn aligned_rows(s: &Shape, runs: &[RowRun]) -> bool {
+    s.row_bytes.is_multiple_of(16) && runs.iter().all(|r| r.skip.is_multiple_of(16))
+}
+
+/// An operand buffer as the planner sees it: the byte offset of its first element and the
+/// buffer's size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// Byte offset of the first element.
+    pub offset: u64,
+    /// The buffer's size in bytes.
+    pub len: u64,
+}
+
 /// A checked run of `count` 4-byte elements of an operand from element `first`, bound from an
 /// offset that is a multiple of `align`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Span {
-    pub(crate) offset: u64,
-    pub(crate) size: u64,
+pub struct Span {
+    /// Byte offset of the binding.
+    pub offset: u64,
+    /// Bytes bound.
+    pub size: u64,
     /// Elements from the binding's start to element `first`.
-    pub(crate) skip: u32,
+    pub skip: u32,
 }
 
-/// The [`Span`] of elements `first .. first + count` of `op`; errors name `what`.
-pub(crate) fn span(
-    op: &Operand<'_>,
-    first: u64,
-    count: u64,
-    align: u64,
-    what: &str,
-) -> Result<Span> {
-    if !op.offset.is_multiple_of(4) {
+/// The [`Span`] of elements `first .. first + count` of operand `e`; errors name `what`.
+pub(crate) fn span_of(e: Extent, first: u64, count: u64, align: u64, what: &str) -> Result<Span> {
+    if !e.offset.is_multiple_of(4) {
         return Err(invalid(format!(
             "{what}: offset {} is not a multiple of 4",
-            op.offset
+            e.offset
         )));
     }
-    if !op.buffer.usage().contains(wgpu::BufferUsages::STORAGE) {
-        return Err(invalid(format!("{what}: the buffer needs usage STORAGE")));
-    }
-    span_in(op.offset, op.buffer.size(), first, count, align).ok_or_else(|| {
+    span_in(e.offset, e.len, first, count, align).ok_or_else(|| {
         invalid(format!(
             "{what}: {count} values from byte {} pass the buffer's {} bytes",
-            op.offset.saturating_add(first.saturating_mul(4)),
-            op.buffer.size()
+            e.offset.saturating_add(first.saturating_mul(4)),
+            e.len
         ))
     })
 }
 
-/// The arithmetic of [`span`]: elements `first .. first + count` from byte `offset` of a buffer
-/// of `len` bytes, or `None` when they pass its end.
+/// The arithmetic of [`span_of`]: elements `first .. first + count` from byte `offset` of a
+/// buffer of `len` bytes, or `None` when they pass its end.
 pub(crate) fn span_in(offset: u64, len: u64, first: u64, count: u64, align: u64) -> Option<Span> {
     let start = offset.checked_add(first.checked_mul(4)?)?;
     let end = start.checked_add(count.checked_mul(4)?)?;
@@ -182,11 +419,319 @@ pub(crate) fn span_in(offset: u64, len: u64, first: u64, count: u64, align: u64)
     })
 }
 
+/// Which product a [`MulCall`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MulOp {
+    /// 1 to [`MATVEC_MAX_BATCH`] columns, on the given mapping or the policy's.
+    MatVec(Option<Mapping>),
+    /// Any number of columns: tiled, or on CPU adapters (one invocation per row) as matvecs of
+    /// up to [`MATMUL_CPU_COLUMNS`] columns.
+    MatMul,
+}
+
+/// One product `Y = W X` to plan.
+#[derive(Clone, Debug)]
+pub struct MulCall<'a> {
+    /// The weight.
+    pub weight: WeightLayout<'a>,
+    /// Columns of X and Y.
+    pub batch: u64,
+    /// X, `batch × K` f32.
+    pub x: Extent,
+    /// Y, `batch × N` f32.
+    pub y: Extent,
+    /// The product.
+    pub op: MulOp,
+}
+
+/// One kernel's uniform parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MulParams {
+    /// A matvec dispatch's.
+    MatVec(MatVecParams),
+    /// A tiled matmul dispatch's.
+    MatMul(MatMulParams),
+}
+
+impl MulParams {
+    /// The bytes the uniform holds.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            MulParams::MatVec(p) => bytemuck::bytes_of(p),
+            MulParams::MatMul(p) => bytemuck::bytes_of(p),
+        }
+    }
+}
+
+/// One dispatch of a [`ColumnGroup`]: one run of weight rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MulDispatch {
+    /// The run ([`MulPlan::runs`]) bound as the weight.
+    pub run: usize,
+    /// The span of Y bound.
+    pub y: Span,
+    /// The parameters.
+    pub params: MulParams,
+    /// Workgroups in x, y and z.
+    pub grid: (u32, u32, u32),
+}
+
+/// The integer path's quantiser of one column group: x's int8 codes (word 0 on) and then one
+/// scale per 32 values, in a scratch buffer of `bytes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuantizePlan {
+    /// Blocks of 32 values.
+    pub blocks: u64,
+    /// Bytes of the scratch buffer used.
+    pub bytes: u64,
+    /// Workgroups in x and y.
+    pub grid: (u32, u32),
+}
+
+/// The columns one kernel covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnGroup {
+    /// The first column.
+    pub first: u64,
+    /// Columns.
+    pub columns: u64,
+    /// The kernel.
+    pub key: KernelKey,
+    /// The variant the policy picked (matmul's tiled kernel: [`Mapping::Classic`]).
+    pub mapping: Mapping,
+    /// The span of X bound (on the integer path: the quantiser's input).
+    pub x: Span,
+    /// The quantiser to run first (precision `int8`).
+    pub quantize: Option<QuantizePlan>,
+    /// One dispatch per run of rows.
+    pub dispatches: Vec<MulDispatch>,
+}
+
+/// Every dispatch of one product.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MulPlan {
+    /// The weight's shape.
+    pub shape: Shape,
+    /// Its runs of rows.
+    pub runs: Vec<RowRun>,
+    /// The precision the products sum in.
+    pub precision: Precision,
+    /// The kernels, in column order.
+    pub groups: Vec<ColumnGroup>,
+}
+
+/// Plans `call` on `plan`: `tuned` gives the mapping the tuner chose for a [`MappingKey`] (else
+/// [`Plan::default_mapping`]). Checks everything the kernels rely on: shapes, operand spans,
+/// binding sizes and grid limits; every count in the parameters and the grid fits `u32`.
+pub fn plan_mul(
+    plan: &Plan,
+    call: &MulCall<'_>,
+    tuned: &dyn Fn(MappingKey) -> Mapping,
+) -> Result<MulPlan> {
+    let (tiled, matvec_cols, forced) = match call.op {
+        MulOp::MatVec(forced) => {
+            if call.batch == 0 || call.batch > MATVEC_MAX_BATCH as u64 {
+                return Err(invalid(format!(
+                    "matvec takes 1 to {MATVEC_MAX_BATCH} columns, not {} (use matmul)",
+                    call.batch
+                )));
+            }
+            (false, MATVEC_MAX_BATCH as u64, forced)
+        }
+        MulOp::MatMul => {
+            if call.batch == 0 {
+                return Err(invalid("matmul needs at least one column".into()));
+            }
+            (plan.threads > 1, MATMUL_CPU_COLUMNS as u64, None)
+        }
+    };
+    let w = &call.weight;
+    let s = Shape::of(w)?;
+    let align = plan.align;
+    let batch = call.batch;
+    let tile = MATMUL_TILE as u64;
+    // Columns per dispatch: X and Y spans within a binding.
+    let room = plan.max_binding.saturating_sub(align);
+    let max_cols = if tiled {
+        plan.max_dim.saturating_mul(tile)
+    } else {
+        matvec_cols
+    };
+    let precision = if tiled {
+        Precision::Exact
+    } else {
+        plan.precision.honoured(Op::MatVec, s.format, s.k)
+    };
+    // The integer path's codes and scales (36 bytes per 32 values) fit a binding too, and the
+    // quantiser's workgroups (one value block per invocation) a grid.
+    let max_codes = if precision == Precision::Int8 {
+        let grid = plan.max_dim.saturating_mul(plan.max_dim);
+        (room / 36 * 32 / s.k).min(grid.saturating_mul(WORKGROUP_SIZE as u64 * 32) / s.k)
+    } else {
+        u64::MAX
+    };
+    let per_cols = (room / (s.k * 4))
+        .min(room / s.rows.saturating_mul(4))
+        .min(max_cols)
+        .min(max_codes);
+    if per_cols == 0 {
+        return Err(GpuError::TooLarge {
+            what: format!("one column of {} in a storage binding", w.name),
+            bytes: s.k.max(s.rows).saturating_mul(4).saturating_add(align),
+            limit: plan.max_binding,
+        }
+        .into());
+    }
+    span_of(call.x, 0, batch.saturating_mul(s.k), align, "x")?;
+    span_of(call.y, 0, batch.saturating_mul(s.rows), align, "y")?;
+    let max_rows = if tiled {
+        plan.max_dim.saturating_mul(tile)
+    } else {
+        plan.max_dim.saturating_mul(plan.max_dim)
+    };
+    let runs = row_runs(plan, w, &s, max_rows)?;
+    let vec_w = !tiled && aligned_rows(&s, &runs);
+    let mut groups = Vec::new();
+    let mut c0 = 0;
+    while c0 < batch {
+        let cols = per_cols.min(batch - c0);
+        let x = span_of(call.x, c0 * s.k, cols * s.k, align, "x")?;
+        let vec_x = !tiled && s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
+        let (key, mapping) = if tiled {
+            (KernelKey::matmul(s.format), Mapping::Classic)
+        } else {
+            let asked = forced.unwrap_or_else(|| tuned((s.format, s.k, s.rows, cols as u32)));
+            let (mapping, precision) = plan.matvec_choice(s.format, s.k, cols, asked);
+            let key = plan
+                .matvec_key(s.format, cols as u32, (vec_x, vec_w), precision, mapping)
+                .ok_or_else(|| invalid(format!("matvec {mapping} at {cols} columns")))?;
+            (key, mapping)
+        };
+        let quantize = (key.precision == Precision::Int8).then(|| {
+            let blocks = cols * s.k / 32;
+            QuantizePlan {
+                blocks,
+                bytes: blocks * 36,
+                grid: windows::grid(blocks.div_ceil(WORKGROUP_SIZE as u64), plan.max_dim),
+            }
+        });
+        let rows_per_group = key.rows_per_group() as u64;
+        let mut dispatches = Vec::with_capacity(runs.len());
+        for (i, run) in runs.iter().enumerate() {
+            let y_first = c0 * s.rows + run.first;
+            let y = span_of(call.y, y_first, (cols - 1) * s.rows + run.count, align, "y")?;
+            let (params, grid) = if tiled {
+                let p = MatMulParams {
+                    k: s.k as u32,
+                    n_rows: run.count as u32,
+                    row_bytes: s.row_bytes as u32,
+                    w_skip: run.skip as u32,
+                    x_skip: x.skip,
+                    y_skip: y.skip,
+                    y_stride: s.rows as u32,
+                    n_cols: cols as u32,
+                };
+                let groups = (
+                    run.count.div_ceil(tile) as u32,
+                    cols.div_ceil(tile) as u32,
+                    1,
+                );
+                (MulParams::MatMul(p), groups)
+            } else {
+                let p = MatVecParams {
+                    k: s.k as u32,
+                    n_rows: run.count as u32,
+                    row_bytes: s.row_bytes as u32,
+                    w_skip: run.skip as u32,
+                    x_skip: x.skip,
+                    y_skip: y.skip,
+                    y_stride: s.rows as u32,
+                    ..MatVecParams::default()
+                };
+                let (gx, gy) = windows::grid(run.count.div_ceil(rows_per_group), plan.max_dim);
+                (MulParams::MatVec(p), (gx, gy, 1))
+            };
+            dispatches.push(MulDispatch {
+                run: i,
+                y,
+                params,
+                grid,
+            });
+        }
+        groups.push(ColumnGroup {
+            first: c0,
+            columns: cols,
+            key,
+            mapping,
+            x,
+            quantize,
+            dispatches,
+        });
+        c0 += cols;
+    }
+    Ok(MulPlan {
+        shape: s,
+        runs,
+        precision,
+        groups,
+    })
+}
+
+/// The wgpu side of planning: resident tensors and operand buffers as the planner sees them.
+#[cfg(feature = "gpu")]
+mod resident {
+    use super::{row_runs, span_of, Extent, Plan, RowRun, Shape, Span};
+    use crate::gpu::kernels::Operand;
+    use crate::gpu::loader::ResidentTensor;
+    use crate::Result;
+
+    /// `t`'s shape ([`Shape::of`]).
+    pub(crate) fn shape(t: &ResidentTensor) -> Result<Shape> {
+        Shape::of(&t.layout())
+    }
+
+    /// `t`'s runs of whole rows ([`row_runs`]).
+    pub(crate) fn tensor_runs(
+        plan: &Plan,
+        t: &ResidentTensor,
+        s: &Shape,
+        max_rows: u64,
+    ) -> Result<Vec<RowRun>> {
+        row_runs(plan, &t.layout(), s, max_rows)
+    }
+
+    /// `op` as the planner sees it, checked to be a storage buffer; errors name `what`.
+    pub(crate) fn extent(op: &Operand<'_>, what: &str) -> Result<Extent> {
+        if !op.buffer.usage().contains(wgpu::BufferUsages::STORAGE) {
+            return Err(super::invalid(format!(
+                "{what}: the buffer needs usage STORAGE"
+            )));
+        }
+        Ok(Extent {
+            offset: op.offset,
+            len: op.buffer.size(),
+        })
+    }
+
+    /// The [`Span`] of elements `first .. first + count` of `op`; errors name `what`.
+    pub(crate) fn span(
+        op: &Operand<'_>,
+        first: u64,
+        count: u64,
+        align: u64,
+        what: &str,
+    ) -> Result<Span> {
+        span_of(extent(op, what)?, first, count, align, what)
+    }
+}
+#[cfg(feature = "gpu")]
+pub(crate) use resident::{extent, shape, span, tensor_runs};
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn plan(max_binding: u64) -> Plan {
+    pub(crate) fn plan(max_binding: u64) -> Plan {
         Plan {
             align: 256,
             uniform_align: 256,
@@ -195,7 +740,7 @@ mod tests {
             threads: 1,
             subgroups: false,
             x_lanes: 1,
-            precision: crate::gpu::kernels::Precision::Exact,
+            precision: Precision::Exact,
             unroll: false,
             rows: None,
             rows_subgroups: false,

@@ -421,7 +421,7 @@ impl GpuEngine {
 }
 
 /// The policy's key of a tuner key.
-fn mapping_key(key: &TuneKey) -> super::layout::MappingKey {
+fn mapping_key(key: &TuneKey) -> super::MappingKey {
     (key.format, key.k, key.n, key.columns)
 }
 

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::{LoadReport, Residency};
+use crate::gpu::kernels::{PartLayout, WeightLayout};
 use crate::gpu::{windows, GpuError};
-use crate::{DType, Error, Format, Result};
+use crate::{DType, Format, Result};
 
 /// One buffer of a resident tensor.
 #[derive(Clone, Debug)]
@@ -47,62 +48,35 @@ impl ResidentTensor {
     /// and how far into the binding the run starts. A whole tensor can be larger than one
     /// storage binding; bind what a pass needs with this instead of computing offsets.
     pub fn bind_elements(&self, elements: Range<u64>, align: u64) -> Result<ElementBinding<'_>> {
-        let invalid = |m: String| -> Error { GpuError::InvalidJob(m).into() };
-        if elements.start >= elements.end || elements.end > self.n_elements {
-            return Err(invalid(format!(
-                "{}: elements {elements:?} are not a non-empty run of its {} elements",
-                self.name, self.n_elements
-            )));
-        }
-        if !align.is_power_of_two() {
-            return Err(invalid(format!("alignment {align} is not a power of two")));
-        }
-        let (index, part) = self
-            .parts
-            .iter()
-            .enumerate()
-            .find(|(_, p)| p.elements.contains(&elements.start))
-            .ok_or_else(|| invalid(format!("{}: no part holds {elements:?}", self.name)))?;
-        if elements.end > part.elements.end {
-            return Err(invalid(format!(
-                "{}: elements {elements:?} cross the boundary of part {index} ({:?})",
-                self.name, part.elements
-            )));
-        }
-        // Bytes from the part's first element to the run's start and end.
-        let (start, end) = match self.dtype {
-            Some(d) => {
-                let size = d.size() as u64;
-                let first = elements.start - part.elements.start;
-                (first * size, (elements.end - part.elements.start) * size)
-            }
-            None => {
-                let (elems, bytes) = (
-                    self.format.block_elems() as u64,
-                    self.format.block_bytes() as u64,
-                );
-                if !elements.start.is_multiple_of(elems) {
-                    return Err(invalid(format!(
-                        "{}: raw elements must start on a {elems}-value block, not at {}",
-                        self.name, elements.start
-                    )));
-                }
-                let first = (elements.start - part.elements.start) / elems;
-                let last = (elements.end - part.elements.start).div_ceil(elems);
-                (first * bytes, last * bytes)
-            }
-        };
-        let start = part.range.start + start;
-        let offset = start / align * align;
-        let size = (part.range.start + end - offset).next_multiple_of(4);
+        let b = self.layout().bind(elements, align)?;
         Ok(ElementBinding {
-            part: index,
-            buffer: &part.buffer,
-            offset,
-            size: size.min(part.buffer.size() - offset),
-            skip_bytes: start - offset,
-            skip_elements: self.dtype.map(|d| (start - offset) / d.size() as u64),
+            part: b.part,
+            buffer: &self.parts[b.part].buffer,
+            offset: b.offset,
+            size: b.size,
+            skip_bytes: b.skip_bytes,
+            skip_elements: b.skip_elements,
         })
+    }
+
+    /// The tensor as the kernels' planner sees it: its type, dims and where its parts lie.
+    pub fn layout(&self) -> WeightLayout<'_> {
+        WeightLayout {
+            name: &self.name,
+            format: self.format,
+            dims: &self.dims,
+            n_elements: self.n_elements,
+            dtype: self.dtype,
+            parts: self
+                .parts
+                .iter()
+                .map(|p| PartLayout {
+                    range: p.range.clone(),
+                    elements: p.elements.clone(),
+                    buffer_len: p.buffer.size(),
+                })
+                .collect(),
+        }
     }
 
     /// A raw tensor in one new buffer of `engine`'s device holding `raw`, whole blocks of
@@ -411,6 +385,7 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
 
     fn tensor(dtype: Option<DType>, format: Format, runs: &[(u64, u64)]) -> ResidentTensor {
         let (device, _) = wgpu::Device::noop(&wgpu::DeviceDescriptor::default());

@@ -1,0 +1,213 @@
+//! The products' dispatch plans (`gpu::kernels::plan_mul`), without a GPU: a seeded sweep of
+//! arbitrary cases, each plan checked against every invariant of `support::mul_plan` (the fuzz
+//! target `kernel_plan` runs the same checks on a fuzzer's cases), and the policy's choices on
+//! named cases.
+
+use gguf_dequant::gpu::kernels::{
+    plan_mul, Extent, Mapping, MulCall, MulOp, MulParams, PartLayout, Plan, Precision, RowsShape,
+    WeightLayout,
+};
+use gguf_dequant::Format;
+
+use crate::support::mul_plan::{case, Case};
+use crate::support::rng::Rng;
+
+fn gpu_plan() -> Plan {
+    Plan {
+        align: 256,
+        uniform_align: 256,
+        max_binding: 128 << 20,
+        max_dim: 65535,
+        threads: 32,
+        subgroups: true,
+        x_lanes: 1,
+        precision: Precision::Exact,
+        unroll: true,
+        rows: None,
+        rows_subgroups: false,
+    }
+}
+
+/// A one-part weight of `format`, `k × n`, and operands of exactly `batch` columns.
+fn simple(plan: Plan, format: Format, k: u64, n: u64, batch: u64, op: MulOp) -> Case {
+    let bytes = k / format.block_elems() as u64 * format.block_bytes() as u64 * n;
+    Case {
+        plan,
+        format,
+        dims: vec![k, n],
+        dtype: None,
+        parts: vec![PartLayout {
+            range: 0..bytes,
+            elements: 0..k * n,
+            buffer_len: bytes.next_multiple_of(4),
+        }],
+        batch,
+        x: Extent {
+            offset: 0,
+            len: batch * k * 4,
+        },
+        y: Extent {
+            offset: 0,
+            len: batch * n * 4,
+        },
+        op,
+        tuned: None,
+    }
+}
+
+#[test]
+fn arbitrary_cases_plan_within_every_limit() {
+    let mut rng = Rng::new(0x6b65_726e_656c);
+    let (mut accepted, mut groups, mut runs) = (0, 0, 0);
+    for _ in 0..4000 {
+        let c = case(&mut || rng.next_u64());
+        if let Some(p) = c.run() {
+            accepted += 1;
+            groups += p.groups.len();
+            runs += p.runs.len();
+        }
+    }
+    // The sweep reaches plans of many column groups and many runs, and refusals.
+    assert!(accepted > 1000 && accepted < 4000, "{accepted} accepted");
+    assert!(
+        groups > 3 * accepted && runs > 2 * accepted,
+        "{groups} {runs}"
+    );
+}
+
+#[test]
+fn the_policy_picks_the_mapping_and_precision() {
+    let rows = RowsShape::new(128, 2).unwrap();
+    let plan = Plan {
+        rows: Some(rows),
+        rows_subgroups: true,
+        ..gpu_plan()
+    };
+    let one = |plan: Plan, format, op, tuned| {
+        let c = Case {
+            tuned,
+            ..simple(plan, format, 4096, 512, 4, op)
+        };
+        let p = c.run().expect("a plan");
+        let g = &p.groups[0];
+        (g.mapping, g.key.precision, g.quantize.is_some())
+    };
+    let classic = Mapping::Classic;
+    // The default, the tuner's choice, a forced variant.
+    assert_eq!(
+        one(plan, Format::Q4_K, MulOp::MatVec(None), None),
+        (Mapping::Rows(rows), Precision::Exact, false)
+    );
+    assert_eq!(
+        one(plan, Format::Q4_K, MulOp::MatVec(None), Some(classic)),
+        (classic, Precision::Exact, false)
+    );
+    assert_eq!(
+        one(plan, Format::Q4_K, MulOp::MatVec(Some(classic)), None),
+        (classic, Precision::Exact, false)
+    );
+    // factored on either mapping; int8 on the classic one, after the quantiser.
+    let factored = Plan {
+        precision: Precision::Factored,
+        ..plan
+    };
+    assert_eq!(
+        one(factored, Format::Q4_K, MulOp::MatVec(None), None),
+        (Mapping::Rows(rows), Precision::Factored, false)
+    );
+    let int8 = Plan {
+        precision: Precision::Int8,
+        ..plan
+    };
+    assert_eq!(
+        one(
+            int8,
+            Format::Q4_K,
+            MulOp::MatVec(Some(Mapping::Rows(rows))),
+            None
+        ),
+        (classic, Precision::Int8, true)
+    );
+    // A mode no kernel of the format honours runs exact.
+    assert_eq!(
+        one(int8, Format::IQ2_XXS, MulOp::MatVec(None), None),
+        (Mapping::Rows(rows), Precision::Exact, false)
+    );
+    // Matmul is tiled and exact on GPUs.
+    let p = simple(int8, Format::Q4_K, 4096, 512, 100, MulOp::MatMul)
+        .run()
+        .unwrap();
+    assert_eq!((p.groups.len(), p.precision), (1, Precision::Exact));
+    assert!(matches!(
+        p.groups[0].dispatches[0].params,
+        MulParams::MatMul(m) if m.n_cols == 100
+    ));
+    assert_eq!(p.groups[0].dispatches[0].grid, (16, 4, 1));
+}
+
+#[test]
+fn small_limits_split_columns_rows_and_grids() {
+    // Matmul on a CPU adapter: matvecs of 16 columns. 1000 columns of 16 values at a binding of
+    // 64 KiB: every group within one binding of x and y.
+    let cpu = Plan {
+        threads: 1,
+        ..gpu_plan()
+    };
+    let p = simple(cpu, Format::Q8_0, 4096, 300, 40, MulOp::MatMul)
+        .run()
+        .unwrap();
+    let cols: Vec<u64> = p.groups.iter().map(|g| g.columns).collect();
+    assert_eq!(cols, [16, 16, 8]);
+    // Rows beyond one binding: several runs; workgroups beyond one grid dimension: folded.
+    let small = Plan {
+        max_binding: 64 << 10,
+        max_dim: 3,
+        ..gpu_plan()
+    };
+    let p = simple(small, Format::Q8_0, 4096, 300, 1, MulOp::MatVec(None))
+        .run()
+        .unwrap();
+    // Runs of 9 rows (3 × 3 workgroups of 2 rows at most), 2 rows per workgroup: 3 × 2.
+    assert_eq!(p.runs.len(), 34);
+    assert_eq!(p.groups[0].dispatches[0].grid, (3, 2, 1));
+    // Too long a row for the binding, too wide a matvec, a short y: typed errors.
+    let tiny = Plan {
+        max_binding: 1 << 10,
+        ..cpu
+    };
+    let call_err = |c: &Case| {
+        let call: MulCall<'_> = c.call();
+        plan_mul(&c.plan, &call, &|_| Mapping::Classic)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = call_err(&simple(tiny, Format::Q8_0, 4096, 4, 1, MulOp::MatVec(None)));
+    assert!(e.contains("storage binding"), "{e}");
+    let e = call_err(&simple(cpu, Format::Q8_0, 64, 4, 9, MulOp::MatVec(None)));
+    assert!(e.contains("1 to 8 columns"), "{e}");
+    let mut short = simple(cpu, Format::Q8_0, 64, 4, 2, MulOp::MatVec(None));
+    short.y.len -= 4;
+    let e = call_err(&short);
+    assert!(e.starts_with("invalid GPU job: y: 8 values"), "{e}");
+    let bad = Plan { align: 48, ..cpu };
+    let e = call_err(&simple(bad, Format::Q8_0, 64, 4, 1, MulOp::MatVec(None)));
+    assert!(e.contains("alignment 48"), "{e}");
+    // A weight split inside a row.
+    let mut split = simple(cpu, Format::Q8_0, 64, 4, 1, MulOp::MatVec(None));
+    split.parts = vec![
+        PartLayout {
+            range: 0..68,
+            elements: 0..32,
+            buffer_len: 68,
+        },
+        PartLayout {
+            range: 0..204,
+            elements: 32..256,
+            buffer_len: 204,
+        },
+    ];
+    let w: WeightLayout<'_> = split.call().weight;
+    assert_eq!(w.parts.len(), 2);
+    let e = call_err(&split);
+    assert!(e.contains("splits a row of 64 values"), "{e}");
+}
