@@ -1,7 +1,7 @@
-//! The products' dispatch plans (`gpu::kernels::plan_mul`), without a GPU: a seeded sweep of
-//! arbitrary cases, each plan checked against every invariant of `support::mul_plan` (the fuzz
-//! target `kernel_plan` runs the same checks on a fuzzer's cases), and the policy's choices on
-//! named cases.
+//! The kernels' dispatch plans (`gpu::kernels::plan_mul`, `plan_get_rows`, `plan_matvec_id`),
+//! without a GPU: a seeded sweep of arbitrary cases, each plan checked against every invariant
+//! of `support::kernel_plan` (the fuzz target `kernel_plan` runs the same checks on a fuzzer's
+//! cases), and the policy's choices on named cases.
 
 use gguf_dequant::gpu::kernels::{
     plan_mul, Extent, Mapping, MulCall, MulOp, MulParams, PartLayout, Plan, Precision, RowsShape,
@@ -9,7 +9,7 @@ use gguf_dequant::gpu::kernels::{
 };
 use gguf_dequant::Format;
 
-use crate::support::mul_plan::{case, Case};
+use crate::support::kernel_plan::{case, get_rows_case, matvec_id_case, Case, Weight};
 use crate::support::rng::Rng;
 
 fn gpu_plan() -> Plan {
@@ -33,14 +33,16 @@ fn simple(plan: Plan, format: Format, k: u64, n: u64, batch: u64, op: MulOp) -> 
     let bytes = k / format.block_elems() as u64 * format.block_bytes() as u64 * n;
     Case {
         plan,
-        format,
-        dims: vec![k, n],
-        dtype: None,
-        parts: vec![PartLayout {
-            range: 0..bytes,
-            elements: 0..k * n,
-            buffer_len: bytes.next_multiple_of(4),
-        }],
+        weight: Weight {
+            format,
+            dims: vec![k, n],
+            dtype: None,
+            parts: vec![PartLayout {
+                range: 0..bytes,
+                elements: 0..k * n,
+                buffer_len: bytes.next_multiple_of(4),
+            }],
+        },
         batch,
         x: Extent {
             offset: 0,
@@ -72,6 +74,33 @@ fn arbitrary_cases_plan_within_every_limit() {
     assert!(
         groups > 3 * accepted && runs > 2 * accepted,
         "{groups} {runs}"
+    );
+}
+
+#[test]
+fn arbitrary_gathers_and_expert_products_plan_within_every_limit() {
+    let mut rng = Rng::new(0x6964_735f_706c);
+    let (mut gathers, mut windows) = (0, 0);
+    for _ in 0..2000 {
+        if let Some(p) = get_rows_case(&mut || rng.next_u64()).run() {
+            gathers += 1;
+            windows += p.windows.len();
+        }
+    }
+    assert!(
+        gathers > 300 && gathers < 2000 && windows > gathers,
+        "{gathers} {windows}"
+    );
+    let (mut experts, mut windows) = (0, 0);
+    for _ in 0..2000 {
+        if let Some(p) = matvec_id_case(&mut || rng.next_u64()).run() {
+            experts += 1;
+            windows += p.windows.len();
+        }
+    }
+    assert!(
+        experts > 300 && experts < 2000 && windows > experts,
+        "{experts} {windows}"
     );
 }
 
@@ -194,7 +223,7 @@ fn small_limits_split_columns_rows_and_grids() {
     assert!(e.contains("alignment 48"), "{e}");
     // A weight split inside a row.
     let mut split = simple(cpu, Format::Q8_0, 64, 4, 1, MulOp::MatVec(None));
-    split.parts = vec![
+    split.weight.parts = vec![
         PartLayout {
             range: 0..68,
             elements: 0..32,

@@ -16,8 +16,8 @@
 //! * [`rng`]: the one PRNG of the tests (splitmix64) and random blocks with finite scales.
 //! * [`codec`]: the CPU codecs as the tests call them, and bit-for-bit comparison of outputs.
 //! * [`gguf`]: files built with the library's `GgufWriter`, and [`gguf::Raw`] for malformed ones.
-//! * [`mul_plan`]: products planned without a GPU, arbitrary cases and the invariants of their
-//!   plans (also included by the `kernel_plan` fuzz target).
+//! * [`kernel_plan`]: the kernels' dispatches planned without a GPU, arbitrary cases and the
+//!   invariants of their plans (also included by the `kernel_plan` fuzz target).
 //! * [`gpu`] (feature `gpu`): the [`gpu_test!`](crate::support::gpu::gpu_test) macro, which runs a
 //!   test once on every compute adapter and owns the adapter skip-or-fail policy; the only place
 //!   the tests create engines.
@@ -29,7 +29,7 @@ pub mod codec;
 pub mod gguf;
 #[cfg(feature = "gpu")]
 pub mod gpu;
-pub mod mul_plan;
+pub mod kernel_plan;
 pub mod rng;
 pub mod shader;
 

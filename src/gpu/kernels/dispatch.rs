@@ -1,19 +1,16 @@
-//! Our kernels' calls as dispatches of a [`Recorder`]: each call checked and planned (the
-//! weight's runs of whole rows per binding, the operands' spans, column groups, grids), then one
-//! recorded dispatch per run.
+//! Our kernels' calls as dispatches of a [`Recorder`]: each call planned without wgpu
+//! (`plan.rs`: checked, the weight's runs of whole rows per binding, the operands' spans,
+//! column groups, parameters and grids), then its dispatches recorded as planned.
 
-use super::params::{GetRowsParams, MatVecParams, QuantizeParams};
+use super::params::QuantizeParams;
 use super::plan::{
-    aligned_rows, extent, invalid, plan_mul, shape, span, tensor_runs, MulCall, MulOp,
+    extent, plan_get_rows, plan_matvec_id, plan_mul, GetRowsCall, MatVecIdCall, MulCall, MulOp,
     QuantizePlan, Span,
 };
 use super::record::Bind;
-use super::{
-    binding, GetRowsJob, KernelKey, Mapping, MatVecIdJob, MulMatJob, Recorder, GET_ROWS_VALUES,
-    WORKGROUP_SIZE,
-};
+use super::{binding, Extent, GetRowsJob, Mapping, MatVecIdJob, MulMatJob, Recorder};
 use crate::gpu::kernels::layout::Layout;
-use crate::gpu::{windows, GpuError};
+use crate::gpu::GpuError;
 use crate::Result;
 
 impl Recorder {
@@ -138,68 +135,30 @@ impl Recorder {
     ) -> Result<()> {
         self.set.check()?;
         let set = self.set.clone();
-        let plan = set.plan;
         let t = job.weight;
-        let s = shape(t)?;
-        let align = plan.align;
-        let size = job.dtype.size() as u64;
-        let n_ids = job.n_ids as u64;
-        if n_ids == 0 {
+        let call = GetRowsCall {
+            weight: t.layout(),
+            dtype: job.dtype,
+            n_ids: job.n_ids as u64,
+            ids: extent(&job.ids, "ids")?,
+            out: Extent {
+                offset: job.out.offset,
+                len: job.out.buffer.size(),
+            },
+        };
+        let plan = plan_get_rows(&set.plan, &call)?;
+        if plan.windows.is_empty() {
             return Ok(());
         }
-        span(&job.ids, 0, n_ids, align, "ids")?;
-        let out_align = align.max(windows::DST_ALIGN);
-        if !job.out.offset.is_multiple_of(out_align) {
-            return Err(invalid(format!(
-                "get_rows output offset {} is not a multiple of {out_align}",
-                job.out.offset
-            )));
-        }
-        let row_out = s.k * size;
-        let out_len = (n_ids * row_out).next_multiple_of(windows::DST_ALIGN);
-        if job.out.offset + out_len > job.out.buffer.size() {
-            return Err(invalid(format!(
-                "get_rows output needs {out_len} bytes from {}, the buffer has {}",
-                job.out.offset,
-                job.out.buffer.size()
-            )));
-        }
-        let runs = tensor_runs(&plan, t, &s, u64::MAX)?;
-        if !s.k.is_multiple_of(8) && runs.len() > 1 {
-            return Err(invalid(format!(
-                "{}: rows of {} values (not a multiple of 8) are gathered from one binding only",
-                t.name, s.k
-            )));
-        }
-        // Ids per window: output windows start on aligned offsets and fit a binding, and their
-        // groups of GET_ROWS_VALUES values fit the grid.
-        let per_group = (WORKGROUP_SIZE * GET_ROWS_VALUES) as u64;
-        let l = out_align.max(32);
-        let step = l / windows::gcd(l, row_out);
-        let room = plan.max_binding.saturating_sub(64);
-        let by_groups = plan.max_dim * plan.max_dim * per_group / s.k;
-        let per = (room / row_out).min(by_groups).min(u32::MAX as u64 / s.k) / step * step;
-        if per == 0 {
-            return Err(GpuError::TooLarge {
-                what: format!("{step} gathered rows of {} in a storage binding", t.name),
-                bytes: step * row_out,
-                limit: plan.max_binding,
-            }
-            .into());
-        }
-        let (pipeline, layout) = set.pipeline(&KernelKey::get_rows(s.format, job.dtype))?;
-        let mut i0 = 0;
-        while i0 < n_ids {
-            let n = per.min(n_ids - i0);
-            let n_out = n * s.k;
-            let ids = span(&job.ids, i0, n, align, "ids")?;
+        let (pipeline, layout) = set.pipeline(&plan.key)?;
+        for win in &plan.windows {
             let out = Bind {
                 buffer: job.out.buffer,
-                offset: job.out.offset + i0 * row_out,
-                size: (n_out * size).next_multiple_of(windows::DST_ALIGN),
+                offset: win.out.0,
+                size: win.out.1,
             };
-            let (gx, gy) = windows::grid(n_out.div_ceil(per_group), plan.max_dim);
-            for run in &runs {
+            for d in &win.dispatches {
+                let run = &plan.runs[d.run];
                 let binds = operands(&layout, |b| match b {
                     binding::W => Some(Bind {
                         buffer: &t.parts[run.part].buffer,
@@ -207,30 +166,20 @@ impl Recorder {
                         size: run.size,
                     }),
                     binding::Y => Some(out),
-                    binding::IDS => Some(Bind::span(job.ids.buffer, ids)),
+                    binding::IDS => Some(Bind::span(job.ids.buffer, win.ids)),
                     binding::GRIDS => Some(grids(&set.tables)),
                     _ => None,
                 })?;
-                let p = GetRowsParams {
-                    k: s.k as u32,
-                    n_out: n_out as u32,
-                    row_bytes: s.row_bytes as u32,
-                    w_skip: run.skip as u32,
-                    row_first: run.first as u32,
-                    row_count: run.count as u32,
-                    n_rows: s.rows.min(u32::MAX as u64) as u32,
-                    ids_skip: ids.skip,
-                };
+                let grid = (win.grid.0, win.grid.1, 1);
                 self.record(
                     pass,
                     &pipeline,
                     &layout,
                     &binds,
-                    bytemuck::bytes_of(&p),
-                    (gx, gy, 1),
+                    bytemuck::bytes_of(&d.params),
+                    grid,
                 )?;
             }
-            i0 += n;
         }
         Ok(())
     }
@@ -243,105 +192,45 @@ impl Recorder {
     ) -> Result<()> {
         self.set.check()?;
         let set = self.set.clone();
-        let plan = set.plan;
         let t = job.weight;
-        let s = shape(t)?;
-        let n = t.dims.get(1).copied().unwrap_or(1);
-        let experts = s.rows / n.max(1);
-        if n == 0 || experts * n != s.rows || experts > u32::MAX as u64 {
-            return Err(invalid(format!(
-                "{}: dims {:?} are not [K, N, E]",
-                t.name, t.dims
-            )));
-        }
-        if job.slots == 0 {
-            return Err(invalid("matvec_id needs at least one slot".into()));
-        }
-        let pairs = job.tokens as u64 * job.slots as u64;
-        if pairs == 0 {
+        let call = MatVecIdCall {
+            weight: t.layout(),
+            tokens: job.tokens as u64,
+            slots: job.slots as u64,
+            x_per_slot: job.x_per_slot,
+            x: extent(&job.x, "x")?,
+            ids: extent(&job.ids, "ids")?,
+            y: extent(&job.y, "y")?,
+        };
+        let plan = plan_matvec_id(&set.plan, &call)?;
+        if plan.windows.is_empty() {
             return Ok(());
         }
-        let align = plan.align;
-        let x_rows = if job.x_per_slot {
-            pairs
-        } else {
-            job.tokens as u64
-        };
-        let x = span(&job.x, 0, x_rows * s.k, align, "x")?;
-        if x.size > plan.max_binding {
-            return Err(GpuError::TooLarge {
-                what: "matvec_id inputs in one storage binding".into(),
-                bytes: x.size,
-                limit: plan.max_binding,
-            }
-            .into());
-        }
-        span(&job.ids, 0, pairs, align, "ids")?;
-        span(&job.y, 0, pairs * n, align, "y")?;
-        let room = plan.max_binding.saturating_sub(align);
-        let per = (room / (n * 4)).min(plan.max_dim);
-        let rows_per_group = (WORKGROUP_SIZE / plan.threads) as u64;
-        if per == 0 || n.div_ceil(rows_per_group) > plan.max_dim * plan.max_dim {
-            return Err(GpuError::TooLarge {
-                what: format!("one expert's outputs of {} in a storage binding", t.name),
-                bytes: n * 4,
-                limit: plan.max_binding,
-            }
-            .into());
-        }
-        let runs = tensor_runs(&plan, t, &s, u64::MAX)?;
-        let vec_x = s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
-        let key = KernelKey::matvec_id(s.format, plan.threads, vec_x)
-            .with_vec_w(aligned_rows(&s, &runs))
-            .with_subgroups(plan.subgroups)
-            .with_x_lanes(plan.x_lanes)
-            .with_unroll(plan.unroll);
-        let (pipeline, layout) = set.pipeline(&key)?;
-        let (gx, gy) = windows::grid(n.div_ceil(rows_per_group), plan.max_dim);
-        let mut p0 = 0;
-        while p0 < pairs {
-            let np = per.min(pairs - p0);
-            let ids = span(&job.ids, p0, np, align, "ids")?;
-            let y = span(&job.y, p0 * n, np * n, align, "y")?;
-            for run in &runs {
+        let (pipeline, layout) = set.pipeline(&plan.key)?;
+        for win in &plan.windows {
+            for (i, p) in &win.dispatches {
+                let run = &plan.runs[*i];
                 let binds = operands(&layout, |b| match b {
                     binding::W | binding::WV => Some(Bind {
                         buffer: &t.parts[run.part].buffer,
                         offset: run.offset,
                         size: run.size,
                     }),
-                    binding::X | binding::XV => Some(Bind::span(job.x.buffer, x)),
-                    binding::Y => Some(Bind::span(job.y.buffer, y)),
-                    binding::IDS => Some(Bind::span(job.ids.buffer, ids)),
+                    binding::X | binding::XV => Some(Bind::span(job.x.buffer, plan.x)),
+                    binding::Y => Some(Bind::span(job.y.buffer, win.y)),
+                    binding::IDS => Some(Bind::span(job.ids.buffer, win.ids)),
                     binding::GRIDS => Some(grids(&set.tables)),
                     _ => None,
                 })?;
-                let p = MatVecParams {
-                    k: s.k as u32,
-                    n_rows: n as u32,
-                    row_bytes: s.row_bytes as u32,
-                    w_skip: run.skip as u32,
-                    x_skip: x.skip,
-                    y_skip: y.skip,
-                    y_stride: n as u32,
-                    row_first: run.first as u32,
-                    row_count: run.count as u32,
-                    n_experts: experts as u32,
-                    slots: job.slots,
-                    x_per_slot: u32::from(job.x_per_slot),
-                    pair_first: p0 as u32,
-                    ids_skip: ids.skip,
-                };
                 self.record(
                     pass,
                     &pipeline,
                     &layout,
                     &binds,
-                    bytemuck::bytes_of(&p),
-                    (gx, gy, np as u32),
+                    bytemuck::bytes_of(p),
+                    win.grid,
                 )?;
             }
-            p0 += np;
         }
         Ok(())
     }

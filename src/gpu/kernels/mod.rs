@@ -85,8 +85,10 @@ pub(crate) use layout::KernelSet;
 #[cfg(feature = "gpu")]
 pub use layout::{BindingKind, Program};
 pub use plan::{
-    plan_mul, row_runs, ColumnGroup, Extent, MappingKey, MulCall, MulDispatch, MulOp, MulParams,
-    MulPlan, PartBinding, PartLayout, Plan, QuantizePlan, RowRun, Shape, Span, WeightLayout,
+    plan_get_rows, plan_matvec_id, plan_mul, row_runs, ColumnGroup, Extent, GetRowsCall,
+    GetRowsDispatch, GetRowsPlan, GetRowsWindow, MappingKey, MatVecIdCall, MatVecIdPlan,
+    MatVecIdWindow, MulCall, MulDispatch, MulOp, MulParams, MulPlan, PartBinding, PartLayout, Plan,
+    QuantizePlan, RowRun, Shape, Span, WeightLayout,
 };
 pub use precision::Precision;
 #[cfg(feature = "gpu")]

@@ -7,9 +7,9 @@
 
 use std::ops::Range;
 
-use super::params::{MatMulParams, MatVecParams};
+use super::params::{GetRowsParams, MatMulParams, MatVecParams};
 use super::{
-    KernelKey, Mapping, Op, Precision, RowsShape, MATMUL_CPU_COLUMNS, MATMUL_TILE,
+    KernelKey, Mapping, Op, Precision, RowsShape, GET_ROWS_VALUES, MATMUL_CPU_COLUMNS, MATMUL_TILE,
     MATVEC_MAX_BATCH, WORKGROUP_SIZE,
 };
 use crate::gpu::{windows, GpuError};
@@ -677,10 +677,324 @@ pub fn plan_mul(
     })
 }
 
+/// One row gather `out[i] = W[ids[i]]` to plan.
+#[derive(Clone, Debug)]
+pub struct GetRowsCall<'a> {
+    /// The table.
+    pub weight: WeightLayout<'a>,
+    /// The output dtype.
+    pub dtype: DType,
+    /// Rows to gather.
+    pub n_ids: u64,
+    /// The u32 ids.
+    pub ids: Extent,
+    /// The output: `n_ids × K` values of `dtype` (the buffer to the next multiple of 16 bytes).
+    pub out: Extent,
+}
+
+/// One dispatch of a window of ids: one run of table rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GetRowsDispatch {
+    /// The run ([`GetRowsPlan::runs`]) bound as the table.
+    pub run: usize,
+    /// The parameters.
+    pub params: GetRowsParams,
+}
+
+/// The ids one set of dispatches gathers, and where their rows go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetRowsWindow {
+    /// The span of ids bound.
+    pub ids: Span,
+    /// Byte offset and size of the output bound.
+    pub out: (u64, u64),
+    /// Workgroups in x and y.
+    pub grid: (u32, u32),
+    /// One dispatch per run of table rows (each writes the ids that fall in its run).
+    pub dispatches: Vec<GetRowsDispatch>,
+}
+
+/// Every dispatch of one row gather.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetRowsPlan {
+    /// The table's shape.
+    pub shape: Shape,
+    /// Its runs of rows.
+    pub runs: Vec<RowRun>,
+    /// The kernel.
+    pub key: KernelKey,
+    /// The windows of ids, in order (none for no ids).
+    pub windows: Vec<GetRowsWindow>,
+}
+
+/// Plans `call` on `plan`: output windows on aligned offsets within a binding, their groups of
+/// [`GET_ROWS_VALUES`] values within the grid.
+pub fn plan_get_rows(plan: &Plan, call: &GetRowsCall<'_>) -> Result<GetRowsPlan> {
+    plan.check()?;
+    let w = &call.weight;
+    let s = Shape::of(w)?;
+    let align = plan.align;
+    let size = call.dtype.size() as u64;
+    let n_ids = call.n_ids;
+    let key = KernelKey::get_rows(s.format, call.dtype);
+    let mut out = GetRowsPlan {
+        shape: s,
+        runs: Vec::new(),
+        key,
+        windows: Vec::new(),
+    };
+    if n_ids == 0 {
+        return Ok(out);
+    }
+    span_of(call.ids, 0, n_ids, align, "ids")?;
+    let out_align = align.max(windows::DST_ALIGN);
+    if !call.out.offset.is_multiple_of(out_align) {
+        return Err(invalid(format!(
+            "get_rows output offset {} is not a multiple of {out_align}",
+            call.out.offset
+        )));
+    }
+    let row_out = s.k * size;
+    let out_len = n_ids
+        .checked_mul(row_out)
+        .and_then(|b| b.checked_next_multiple_of(windows::DST_ALIGN));
+    if out_len.is_none_or(|l| call.out.offset.saturating_add(l) > call.out.len) {
+        return Err(invalid(format!(
+            "get_rows output needs {} bytes from {}, the buffer has {}",
+            out_len.unwrap_or(u64::MAX),
+            call.out.offset,
+            call.out.len
+        )));
+    }
+    let runs = row_runs(plan, w, &s, u64::MAX)?;
+    if !s.k.is_multiple_of(8) && runs.len() > 1 {
+        return Err(invalid(format!(
+            "{}: rows of {} values (not a multiple of 8) are gathered from one binding only",
+            w.name, s.k
+        )));
+    }
+    // Ids per window: output windows start on aligned offsets and fit a binding, and their
+    // groups of GET_ROWS_VALUES values fit the grid.
+    let per_group = (WORKGROUP_SIZE * GET_ROWS_VALUES) as u64;
+    let l = out_align.max(32);
+    let step = l / windows::gcd(l, row_out);
+    let room = plan.max_binding.saturating_sub(64);
+    let by_groups = plan
+        .max_dim
+        .saturating_mul(plan.max_dim)
+        .saturating_mul(per_group)
+        / s.k;
+    let per = (room / row_out).min(by_groups).min(u32::MAX as u64 / s.k) / step * step;
+    if per == 0 {
+        return Err(GpuError::TooLarge {
+            what: format!("{step} gathered rows of {} in a storage binding", w.name),
+            bytes: step.saturating_mul(row_out),
+            limit: plan.max_binding,
+        }
+        .into());
+    }
+    let mut i0 = 0;
+    while i0 < n_ids {
+        let n = per.min(n_ids - i0);
+        let n_out = n * s.k;
+        let ids = span_of(call.ids, i0, n, align, "ids")?;
+        let dispatches = runs
+            .iter()
+            .enumerate()
+            .map(|(i, run)| GetRowsDispatch {
+                run: i,
+                params: GetRowsParams {
+                    k: s.k as u32,
+                    n_out: n_out as u32,
+                    row_bytes: s.row_bytes as u32,
+                    w_skip: run.skip as u32,
+                    row_first: run.first as u32,
+                    row_count: run.count as u32,
+                    n_rows: s.rows.min(u32::MAX as u64) as u32,
+                    ids_skip: ids.skip,
+                },
+            })
+            .collect();
+        out.windows.push(GetRowsWindow {
+            ids,
+            out: (
+                call.out.offset + i0 * row_out,
+                (n_out * size).next_multiple_of(windows::DST_ALIGN),
+            ),
+            grid: windows::grid(n_out.div_ceil(per_group), plan.max_dim),
+            dispatches,
+        });
+        i0 += n;
+    }
+    out.runs = runs;
+    Ok(out)
+}
+
+/// One `MUL_MAT_ID` to plan (see `MatVecIdJob`).
+#[derive(Clone, Debug)]
+pub struct MatVecIdCall<'a> {
+    /// The experts' weights, `[K, N, E]`.
+    pub weight: WeightLayout<'a>,
+    /// Tokens.
+    pub tokens: u64,
+    /// Experts per token.
+    pub slots: u64,
+    /// One row of x per (token, slot) rather than per token.
+    pub x_per_slot: bool,
+    /// The f32 inputs.
+    pub x: Extent,
+    /// The u32 expert ids, `tokens × slots`.
+    pub ids: Extent,
+    /// The f32 outputs, `tokens × slots × N`.
+    pub y: Extent,
+}
+
+/// The (token, slot) pairs one set of dispatches covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatVecIdWindow {
+    /// The span of ids bound.
+    pub ids: Span,
+    /// The span of Y bound.
+    pub y: Span,
+    /// Workgroups in x, y and z (one z per pair).
+    pub grid: (u32, u32, u32),
+    /// One dispatch per run of weight rows: the run and its parameters.
+    pub dispatches: Vec<(usize, MatVecParams)>,
+}
+
+/// Every dispatch of one `MUL_MAT_ID`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatVecIdPlan {
+    /// The weight's shape (rows: N · E).
+    pub shape: Shape,
+    /// Its runs of rows.
+    pub runs: Vec<RowRun>,
+    /// The kernel.
+    pub key: KernelKey,
+    /// The span of X bound (all of it, in one binding).
+    pub x: Span,
+    /// The windows of pairs, in order (none for no pairs).
+    pub windows: Vec<MatVecIdWindow>,
+}
+
+/// Plans `call` on `plan`.
+pub fn plan_matvec_id(plan: &Plan, call: &MatVecIdCall<'_>) -> Result<MatVecIdPlan> {
+    plan.check()?;
+    let w = &call.weight;
+    let s = Shape::of(w)?;
+    let n = w.dims.get(1).copied().unwrap_or(1);
+    let experts = s.rows / n.max(1);
+    if n == 0 || experts * n != s.rows || experts > u32::MAX as u64 {
+        return Err(invalid(format!(
+            "{}: dims {:?} are not [K, N, E]",
+            w.name, w.dims
+        )));
+    }
+    if call.slots == 0 {
+        return Err(invalid("matvec_id needs at least one slot".into()));
+    }
+    let pairs = call.tokens.saturating_mul(call.slots);
+    if pairs == 0 {
+        return Ok(MatVecIdPlan {
+            shape: s,
+            runs: Vec::new(),
+            key: KernelKey::matvec_id(s.format, plan.threads, false),
+            x: Span {
+                offset: 0,
+                size: 0,
+                skip: 0,
+            },
+            windows: Vec::new(),
+        });
+    }
+    if pairs > u32::MAX as u64 || call.slots > u32::MAX as u64 {
+        return Err(invalid(format!(
+            "matvec_id takes at most {} (token, slot) pairs, not {pairs}",
+            u32::MAX
+        )));
+    }
+    let align = plan.align;
+    let x_rows = if call.x_per_slot { pairs } else { call.tokens };
+    let x = span_of(call.x, 0, x_rows.saturating_mul(s.k), align, "x")?;
+    if x.size > plan.max_binding {
+        return Err(GpuError::TooLarge {
+            what: "matvec_id inputs in one storage binding".into(),
+            bytes: x.size,
+            limit: plan.max_binding,
+        }
+        .into());
+    }
+    span_of(call.ids, 0, pairs, align, "ids")?;
+    span_of(call.y, 0, pairs.saturating_mul(n), align, "y")?;
+    let room = plan.max_binding.saturating_sub(align);
+    let per = (room / n.saturating_mul(4)).min(plan.max_dim);
+    let rows_per_group = (WORKGROUP_SIZE / plan.threads) as u64;
+    if per == 0 || n.div_ceil(rows_per_group) > plan.max_dim.saturating_mul(plan.max_dim) {
+        return Err(GpuError::TooLarge {
+            what: format!("one expert's outputs of {} in a storage binding", w.name),
+            bytes: n.saturating_mul(4),
+            limit: plan.max_binding,
+        }
+        .into());
+    }
+    let runs = row_runs(plan, w, &s, u64::MAX)?;
+    let vec_x = s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
+    let key = KernelKey::matvec_id(s.format, plan.threads, vec_x)
+        .with_vec_w(aligned_rows(&s, &runs))
+        .with_subgroups(plan.subgroups)
+        .with_x_lanes(plan.x_lanes)
+        .with_unroll(plan.unroll);
+    let (gx, gy) = windows::grid(n.div_ceil(rows_per_group), plan.max_dim);
+    let mut windows = Vec::new();
+    let mut p0 = 0;
+    while p0 < pairs {
+        let np = per.min(pairs - p0);
+        let ids = span_of(call.ids, p0, np, align, "ids")?;
+        let y = span_of(call.y, p0 * n, np * n, align, "y")?;
+        let dispatches = runs
+            .iter()
+            .enumerate()
+            .map(|(i, run)| {
+                let p = MatVecParams {
+                    k: s.k as u32,
+                    n_rows: n as u32,
+                    row_bytes: s.row_bytes as u32,
+                    w_skip: run.skip as u32,
+                    x_skip: x.skip,
+                    y_skip: y.skip,
+                    y_stride: n as u32,
+                    row_first: run.first as u32,
+                    row_count: run.count as u32,
+                    n_experts: experts as u32,
+                    slots: call.slots as u32,
+                    x_per_slot: u32::from(call.x_per_slot),
+                    pair_first: p0 as u32,
+                    ids_skip: ids.skip,
+                };
+                (i, p)
+            })
+            .collect();
+        windows.push(MatVecIdWindow {
+            ids,
+            y,
+            grid: (gx, gy, np as u32),
+            dispatches,
+        });
+        p0 += np;
+    }
+    Ok(MatVecIdPlan {
+        shape: s,
+        runs,
+        key,
+        x,
+        windows,
+    })
+}
+
 /// The wgpu side of planning: resident tensors and operand buffers as the planner sees them.
 #[cfg(feature = "gpu")]
 mod resident {
-    use super::{row_runs, span_of, Extent, Plan, RowRun, Shape, Span};
+    use super::{Extent, Shape};
     use crate::gpu::kernels::Operand;
     use crate::gpu::loader::ResidentTensor;
     use crate::Result;
@@ -688,16 +1002,6 @@ mod resident {
     /// `t`'s shape ([`Shape::of`]).
     pub(crate) fn shape(t: &ResidentTensor) -> Result<Shape> {
         Shape::of(&t.layout())
-    }
-
-    /// `t`'s runs of whole rows ([`row_runs`]).
-    pub(crate) fn tensor_runs(
-        plan: &Plan,
-        t: &ResidentTensor,
-        s: &Shape,
-        max_rows: u64,
-    ) -> Result<Vec<RowRun>> {
-        row_runs(plan, &t.layout(), s, max_rows)
     }
 
     /// `op` as the planner sees it, checked to be a storage buffer; errors name `what`.
@@ -712,20 +1016,9 @@ mod resident {
             len: op.buffer.size(),
         })
     }
-
-    /// The [`Span`] of elements `first .. first + count` of `op`; errors name `what`.
-    pub(crate) fn span(
-        op: &Operand<'_>,
-        first: u64,
-        count: u64,
-        align: u64,
-        what: &str,
-    ) -> Result<Span> {
-        span_of(extent(op, what)?, first, count, align, what)
-    }
 }
 #[cfg(feature = "gpu")]
-pub(crate) use resident::{extent, shape, span, tensor_runs};
+pub(crate) use resident::{extent, shape};
 
 #[cfg(test)]
 mod tests {
