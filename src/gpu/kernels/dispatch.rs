@@ -2,11 +2,11 @@
 //! (`plan.rs`: checked, the weight's runs of whole rows per binding, the operands' spans,
 //! column groups, parameters and grids), then its dispatches recorded as planned.
 
+use super::family::get_rows::{plan_get_rows, GetRowsCall};
+use super::family::matvec::{plan_mul, MulCall, MulOp, QuantizePlan};
+use super::family::matvec_id::{plan_matvec_id, MatVecIdCall};
 use super::params::QuantizeParams;
-use super::plan::{
-    extent, plan_get_rows, plan_matvec_id, plan_mul, GetRowsCall, MatVecIdCall, MulCall, MulOp,
-    QuantizePlan, Span,
-};
+use super::plan::{extent, Span};
 use super::record::Bind;
 use super::{binding, Extent, GetRowsJob, Mapping, MatVecIdJob, MulMatJob, Recorder};
 use crate::gpu::kernels::layout::Layout;

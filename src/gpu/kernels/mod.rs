@@ -59,11 +59,36 @@
 
 use std::fmt;
 
+/// A file of `shaders/kernels/`, compiled in.
+macro_rules! kernel_file {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/shaders/kernels/",
+            $name,
+            ".wgsl"
+        ))
+    };
+}
+
+/// A file of `shaders/lib/`, compiled in.
+macro_rules! lib_file {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/shaders/lib/",
+            $name,
+            ".wgsl"
+        ))
+    };
+}
+
 #[cfg(feature = "gpu")]
 mod api;
 mod compose;
 #[cfg(feature = "gpu")]
 mod dispatch;
+pub mod family;
 #[cfg(feature = "gpu")]
 mod layout;
 pub mod params;
@@ -76,19 +101,21 @@ mod tuner;
 
 #[cfg(feature = "gpu")]
 pub use api::{GetRowsJob, Job, MatVecIdJob, MulMatJob, Operand};
-pub use compose::{
-    int_dot_min, kernel_source, quantize_source, KernelKey, Mapping, RowsShape, INT_DOT_FORMATS,
-    MATVEC_THREADS, ROWS_MAX_SUMS, ROWS_PER_GROUP, ROWS_WORKGROUPS, X_LANES,
+pub use compose::{int_dot_min, kernel_source, quantize_source, KernelKey, INT_DOT_FORMATS};
+pub use family::get_rows::{
+    plan_get_rows, GetRowsCall, GetRowsDispatch, GetRowsPlan, GetRowsWindow,
 };
+pub use family::matvec::{
+    plan_mul, ColumnGroup, Mapping, MulCall, MulDispatch, MulOp, MulParams, MulPlan, QuantizePlan,
+    RowsShape, MATVEC_THREADS, ROWS_MAX_SUMS, ROWS_PER_GROUP, ROWS_WORKGROUPS, X_LANES,
+};
+pub use family::matvec_id::{plan_matvec_id, MatVecIdCall, MatVecIdPlan, MatVecIdWindow};
 #[cfg(feature = "gpu")]
 pub(crate) use layout::KernelSet;
 #[cfg(feature = "gpu")]
 pub use layout::{BindingKind, Program};
 pub use plan::{
-    plan_get_rows, plan_matvec_id, plan_mul, row_runs, ColumnGroup, Extent, GetRowsCall,
-    GetRowsDispatch, GetRowsPlan, GetRowsWindow, MappingKey, MatVecIdCall, MatVecIdPlan,
-    MatVecIdWindow, MulCall, MulDispatch, MulOp, MulParams, MulPlan, PartBinding, PartLayout, Plan,
-    QuantizePlan, RowRun, Shape, Span, WeightLayout,
+    row_runs, Extent, MappingKey, PartBinding, PartLayout, Plan, RowRun, Shape, Span, WeightLayout,
 };
 pub use precision::Precision;
 #[cfg(feature = "gpu")]

@@ -1,0 +1,815 @@
+//! The matvec family: `Y = W X` for 1 to [`MATVEC_MAX_BATCH`] columns (token generation), on
+//! two mappings: the classic one (`shaders/kernels/matvec.wgsl`: 64 invocations per workgroup,
+//! [`MATVEC_THREADS`] per row) and the rows mapping for GPUs (`matvec_rows.wgsl`: a workgroup of
+//! [`ROWS_WORKGROUPS`] invocations on [`ROWS_PER_GROUP`] rows), each in the precision modes a
+//! format has. Its variant types and rules, its WGSL composition, the policy that picks a
+//! mapping and precision per call ([`Plan::matvec_choice`]) and the plan of every product's
+//! dispatches ([`plan_mul`], matmul's included: on CPU adapters matmul runs as matvecs).
+
+use super::super::compose;
+use super::super::params::{MatMulParams, MatVecParams};
+use super::super::plan::{
+    aligned_rows, invalid, row_runs, span_of, Extent, MappingKey, Plan, RowRun, Shape, Span,
+    WeightLayout,
+};
+use super::super::{
+    binding, int_dot_min, KernelKey, Op, Precision, MATMUL_CPU_COLUMNS, MATMUL_TILE,
+    MATVEC_MAX_BATCH, WORKGROUP_SIZE,
+};
+use super::matmul;
+use crate::gpu::{windows, GpuError};
+use crate::{Format, Result};
+
+/// The invocations per matvec row the engine can use (`EngineOptions::matvec_threads_per_row`):
+/// the powers of two up to the workgroup.
+pub const MATVEC_THREADS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// Chunks per loop step of an unrolled matvec row ([`KernelKey::unroll`]).
+pub const MATVEC_UNROLL: u32 = 4;
+
+/// The invocations per workgroup of the matvec rows mapping ([`KernelKey::rows`]).
+pub const ROWS_WORKGROUPS: [u32; 4] = [32, 64, 128, 256];
+
+/// The rows per workgroup of the matvec rows mapping ([`KernelKey::rows`]).
+pub const ROWS_PER_GROUP: [u32; 4] = [1, 2, 4, 8];
+
+/// The most sums one invocation of the rows mapping holds: rows × columns
+/// ([`KernelKey::rows`]; its workgroup-memory reduction keeps them all for every invocation,
+/// 16 KiB at 256 invocations).
+pub const ROWS_MAX_SUMS: u32 = 16;
+
+/// The shape of the matvec rows mapping ([`KernelKey::rows`]): invocations per workgroup and
+/// rows per workgroup, written `WxR` (e.g. `128x2`: 128 invocations on 2 rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowsShape {
+    /// Invocations per workgroup, one of [`ROWS_WORKGROUPS`].
+    pub workgroup: u32,
+    /// Rows per workgroup, one of [`ROWS_PER_GROUP`]; fewer where the columns would make rows
+    /// × columns exceed [`ROWS_MAX_SUMS`] ([`RowsShape::rows_for`]).
+    pub rows: u32,
+}
+
+impl RowsShape {
+    /// The shape `workgroup` × `rows`, where both are variants.
+    pub fn new(workgroup: u32, rows: u32) -> Option<RowsShape> {
+        (ROWS_WORKGROUPS.contains(&workgroup) && ROWS_PER_GROUP.contains(&rows))
+            .then_some(RowsShape { workgroup, rows })
+    }
+
+    /// Rows per workgroup for `columns` columns: [`RowsShape::rows`], halved until rows ×
+    /// columns is at most [`ROWS_MAX_SUMS`].
+    pub const fn rows_for(&self, columns: u32) -> u32 {
+        let mut r = self.rows;
+        while r > 1 && r * columns > ROWS_MAX_SUMS {
+            r /= 2;
+        }
+        r
+    }
+}
+
+impl std::fmt::Display for RowsShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}", self.workgroup, self.rows)
+    }
+}
+
+impl std::str::FromStr for RowsShape {
+    type Err = String;
+
+    /// `WxR`, e.g. `128x2`.
+    fn from_str(s: &str) -> std::result::Result<RowsShape, String> {
+        let bad = || {
+            format!(
+                "matvec rows shape '{s}': expected WxR with W one of {ROWS_WORKGROUPS:?} and R one of {ROWS_PER_GROUP:?}, e.g. 128x2"
+            )
+        };
+        let (w, r) = s.trim().split_once(['x', 'X']).ok_or_else(bad)?;
+        let (w, r) = (w.parse().map_err(|_| bad())?, r.parse().map_err(|_| bad())?);
+        RowsShape::new(w, r).ok_or_else(bad)
+    }
+}
+
+/// How matvec maps rows to invocations: what the kernel policy chooses per call (the engine's
+/// default, or the tuner's choice for the call's format, K, N and columns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mapping {
+    /// `matvec.wgsl`: 64 invocations per workgroup, the engine's threads per row.
+    Classic,
+    /// `matvec_rows.wgsl` in this shape ([`KernelKey::rows`]).
+    Rows(RowsShape),
+}
+
+impl std::fmt::Display for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mapping::Classic => f.write_str("classic"),
+            Mapping::Rows(s) => write!(f, "rows:{s}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Mapping {
+    type Err = String;
+
+    /// `classic` or `rows:WxR` (also `rows WxR`, or `WxR` alone).
+    fn from_str(s: &str) -> std::result::Result<Mapping, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("classic") {
+            return Ok(Mapping::Classic);
+        }
+        let shape = s
+            .strip_prefix("rows")
+            .map(|r| r.trim_start_matches([' ', ':', '=']))
+            .unwrap_or(s);
+        shape
+            .parse()
+            .map(Mapping::Rows)
+            .map_err(|e| format!("matvec variant '{s}': expected classic or rows:WxR; {e}"))
+    }
+}
+
+/// The subgroup lanes that can share x's reads ([`KernelKey::x_lanes`] above 1).
+pub const X_LANES: [u32; 3] = [2, 4, 8];
+
+impl KernelKey {
+    /// matvec of `columns` columns, `threads` invocations per row.
+    pub const fn matvec(format: Format, columns: u32, threads: u32, vec_x: bool) -> KernelKey {
+        KernelKey {
+            columns,
+            threads,
+            vec_x,
+            ..KernelKey::base(Op::MatVec, format)
+        }
+    }
+
+    /// matvec of `columns` columns on the rows mapping ([`KernelKey::rows`]): `workgroup`
+    /// invocations on `rows` rows. `None` where the numbers are not a variant (`workgroup` not
+    /// in [`ROWS_WORKGROUPS`], `rows` not in [`ROWS_PER_GROUP`], `columns` not 1 to
+    /// [`MATVEC_MAX_BATCH`], or rows × columns above [`ROWS_MAX_SUMS`]).
+    pub const fn matvec_rows(
+        format: Format,
+        columns: u32,
+        workgroup: u32,
+        rows: u32,
+        vec_x: bool,
+    ) -> Option<KernelKey> {
+        let w = matches!(workgroup, 32 | 64 | 128 | 256);
+        let r = matches!(rows, 1 | 2 | 4 | 8);
+        if !w || !r || columns == 0 || columns > MATVEC_MAX_BATCH || rows * columns > ROWS_MAX_SUMS
+        {
+            return None;
+        }
+        Some(KernelKey {
+            rows,
+            ..KernelKey::matvec(format, columns, workgroup, vec_x)
+        })
+    }
+
+    /// This matvec or matvec_id key with the subgroup reduction where `on` and the key has more
+    /// than one invocation per row (else unchanged).
+    pub const fn with_subgroups(self, on: bool) -> KernelKey {
+        KernelKey {
+            subgroups: on && self.threads > 1 && matches!(self.op, Op::MatVec | Op::MatVecId),
+            ..self
+        }
+    }
+
+    /// This matvec or matvec_id key with x read once per `lanes` rows through subgroup
+    /// broadcasts ([`KernelKey::x_lanes`]) where the key has one invocation per row and `lanes`
+    /// is 2, 4 or 8 (else unchanged).
+    pub const fn with_x_lanes(self, lanes: u32) -> KernelKey {
+        if self.threads == 1
+            && self.rows == 0
+            && matches!(self.precision, Precision::Exact)
+            && matches!(self.op, Op::MatVec | Op::MatVecId)
+            && matches!(lanes, 2 | 4 | 8)
+        {
+            KernelKey {
+                x_lanes: lanes,
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+
+    /// This matvec or matvec_id key with four chunks per loop step
+    /// ([`KernelKey::unroll`]) where `on`, the key has more than one invocation per row and is
+    /// not on the integer path (else unchanged). On the rows mapping, four chunks per step in
+    /// all: `4 / rows` of each row (at least one).
+    pub const fn with_unroll(self, on: bool) -> KernelKey {
+        if on
+            && self.threads > 1
+            && !matches!(self.precision, Precision::Int8)
+            && matches!(self.op, Op::MatVec | Op::MatVecId)
+        {
+            let per_row = if self.rows > 1 {
+                MATVEC_UNROLL / self.rows
+            } else {
+                MATVEC_UNROLL
+            };
+            KernelKey {
+                unroll: if per_row == 0 { 1 } else { per_row },
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+
+    /// This matvec or matvec_id key with the weight read four words per load
+    /// ([`KernelKey::vec_w`]) where `on` and the format has that reader (F16, BF16; else
+    /// unchanged).
+    pub const fn with_vec_w(self, on: bool) -> KernelKey {
+        KernelKey {
+            vec_w: on
+                && matches!(self.op, Op::MatVec | Op::MatVecId)
+                && matches!(self.format, Format::F16 | Format::BF16),
+            ..self
+        }
+    }
+
+    /// This matvec key summing in `precision` ([`KernelKey::precision`]) where a kernel of it
+    /// honours that mode, else unchanged (`Exact`): `Factored` for a format with parts `d·q + m`
+    /// (x then read by every lane itself), `Int8` for such a format on the classic mapping (x
+    /// read a value at a time and by every lane itself, one chunk per step).
+    pub const fn with_precision(self, precision: Precision) -> KernelKey {
+        let parts = matches!(self.op, Op::MatVec) && int_dot_min(self.format).is_some();
+        match precision {
+            Precision::Factored if parts => KernelKey {
+                precision,
+                vec_w: false,
+                x_lanes: 1,
+                ..self
+            },
+            Precision::Int8 if parts && self.rows == 0 => KernelKey {
+                precision,
+                vec_x: false,
+                vec_w: false,
+                x_lanes: 1,
+                unroll: 1,
+                ..self
+            },
+            _ => self,
+        }
+    }
+
+    /// Whether the kernel uses subgroup operations (wgpu's `SUBGROUP` feature): the subgroup
+    /// row reduction or shared reads of x.
+    pub const fn uses_subgroups(&self) -> bool {
+        self.subgroups || self.x_lanes > 1
+    }
+}
+
+/// `key` and its variants: the weight read four words per load where the format can, and
+/// for each the subgroup ones (the row reduction for several invocations per row, x shared by
+/// 2, 4 and 8 lanes for one) and for several invocations per row the unrolled ones.
+pub(super) fn push_matvec(out: &mut Vec<KernelKey>, key: KernelKey) {
+    let wide = key.with_vec_w(true);
+    let readers: &[KernelKey] = if wide.vec_w { &[key, wide] } else { &[key] };
+    for &key in readers {
+        out.push(key);
+        if key.threads > 1 {
+            let unrolled = key.with_unroll(true);
+            out.extend([
+                key.with_subgroups(true),
+                unrolled,
+                unrolled.with_subgroups(true),
+            ]);
+        } else {
+            // (Only exact keys share x.)
+            out.extend(
+                X_LANES
+                    .map(|n| key.with_x_lanes(n))
+                    .into_iter()
+                    .filter(|k| *k != key),
+            );
+        }
+    }
+}
+
+/// `key` (on the rows mapping) and its variants: the weight read four words per load where the
+/// format can, each with both reductions, the loop rolled and (with fewer than 4 rows)
+/// unrolled.
+fn push_rows(out: &mut Vec<KernelKey>, key: KernelKey) {
+    let wide = key.with_vec_w(true);
+    let readers: &[KernelKey] = if wide.vec_w { &[key, wide] } else { &[key] };
+    for &key in readers {
+        let unrolled = key.with_unroll(true);
+        let loops: &[KernelKey] = if unrolled != key {
+            &[key, unrolled]
+        } else {
+            &[key]
+        };
+        for &key in loops {
+            out.extend([key, key.with_subgroups(true)]);
+        }
+    }
+}
+
+/// The matvec variants of `format`: columns 1..=8 and [`MATMUL_CPU_COLUMNS`] on the classic
+/// mapping for every entry of [`MATVEC_THREADS`], scalar and vec4 x, F16 and BF16 weights read
+/// a word or four words per load, both row reductions, rolled and unrolled rows, x shared by 2,
+/// 4 and 8 lanes; the rows mapping in every shape; the factored sums and the integer path of the
+/// formats that have them.
+pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
+    let columns = (1..=MATVEC_MAX_BATCH).chain([MATMUL_CPU_COLUMNS]);
+    let mut out = Vec::new();
+    for c in columns {
+        for t in MATVEC_THREADS {
+            for v in [false, true] {
+                push_matvec(&mut out, KernelKey::matvec(format, c, t, v));
+            }
+            let key = KernelKey::matvec(format, c, t, false);
+            let int = key.with_precision(Precision::Int8);
+            if int != key {
+                out.push(int);
+                if t > 1 {
+                    out.push(int.with_subgroups(true));
+                }
+                for v in [false, true] {
+                    let key = KernelKey::matvec(format, c, t, v);
+                    push_matvec(&mut out, key.with_precision(Precision::Factored));
+                }
+            }
+        }
+    }
+    for c in 1..=MATVEC_MAX_BATCH {
+        for wg in ROWS_WORKGROUPS {
+            for r in ROWS_PER_GROUP {
+                for v in [false, true] {
+                    if let Some(key) = KernelKey::matvec_rows(format, c, wg, r, v) {
+                        push_rows(&mut out, key);
+                        let factored = key.with_precision(Precision::Factored);
+                        if factored != key {
+                            push_rows(&mut out, factored);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The WGSL of a matvec or matvec_id key: the variant's constants (`B` columns, `T` invocations
+/// per row or `WG` and `R` on the rows mapping, `U` chunks per loop step), the grids binding
+/// where the format reads it, the format's decode module, `rows.wgsl`, the chunk of the
+/// precision (`chunk_exact.wgsl`, `chunk_factored.wgsl`), the params and bindings
+/// (`matvec_io.wgsl`), the x reader, the row reduction and the kernel file, then on the classic
+/// mapping the row dot (`row_dot.wgsl` and `block_dot`), or on the integer path
+/// `matvec_q8.wgsl` alone.
+pub(in crate::gpu::kernels) fn source(key: &KernelKey) -> Result<String> {
+    let module = compose::module(key, "")?;
+    let header = if key.rows > 0 {
+        format!(
+            "const B: u32 = {}u;\nconst WG: u32 = {}u;\nconst R: u32 = {}u;\nconst U: u32 = {}u;\n",
+            key.columns, key.threads, key.rows, key.unroll
+        )
+    } else {
+        format!(
+            "const B: u32 = {}u;\nconst T: u32 = {}u;\nconst U: u32 = {}u;\n",
+            key.columns, key.threads, key.unroll
+        )
+    };
+    let grids = compose::grids(key);
+    let x8 = if key.x_lanes > 1 {
+        x_shared(key)
+    } else if key.vec_x {
+        kernel_file!("x_vec4").to_string()
+    } else {
+        kernel_file!("x_scalar").to_string()
+    };
+    let x8 = format!("{x8}\n{}", kernel_file!("x_tail"));
+    // Shared x reads take their lane from lane_subgroup.wgsl's `Lane` (one invocation per row
+    // never reduces).
+    let reduce = match (key.rows > 0, key.uses_subgroups()) {
+        (true, true) => concat!(
+            kernel_file!("lane_subgroup"),
+            kernel_file!("reduce_rows_subgroup")
+        ),
+        (true, false) => concat!(kernel_file!("lane_local"), kernel_file!("reduce_rows_tree")),
+        (false, true) => concat!(
+            kernel_file!("lane_subgroup"),
+            kernel_file!("reduce_subgroup")
+        ),
+        (false, false) => concat!(kernel_file!("lane_local"), kernel_file!("reduce_tree")),
+    };
+    // The matvec kernels' Params and bindings.
+    let io = kernel_file!("matvec_io");
+    if matches!(key.precision, Precision::Int8) {
+        return Ok(format!(
+            "{header}{grids}{module}\n{reduce}\n{io}\n{}\n{}",
+            key.op.wgsl(),
+            kernel_file!("matvec_q8")
+        ));
+    }
+    // What a chunk is and its dot with x, by precision.
+    let chunks = match key.precision {
+        Precision::Factored => kernel_file!("chunk_factored"),
+        _ => kernel_file!("chunk_exact"),
+    };
+    let one_value8 = compose::one_value8(key);
+    if key.rows > 0 {
+        return Ok(format!(
+            "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{io}\n{x8}\n{reduce}\n{}",
+            kernel_file!("rows"),
+            kernel_file!("matvec_rows")
+        ));
+    }
+    let block = format!("{}\n{}", kernel_file!("row_dot"), block_dot(key));
+    Ok(format!(
+        "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{io}\n{x8}\n{reduce}\n{}\n{block}",
+        kernel_file!("rows"),
+        key.op.wgsl()
+    ))
+}
+
+/// x_shared.wgsl, its `x8` for `key.x_lanes` lanes (`subgroupBroadcast` takes a constant
+/// lane, so the reader is written out here: lane `l` reads values `l, l + lanes, ...` of the
+/// eight, and value `j` is lane `j % lanes`'s read `j / lanes`) and with vec4 x the `xv`
+/// binding [`group_dot`] reads.
+fn x_shared(key: &KernelKey) -> String {
+    let lanes = key.x_lanes;
+    let reads: String = (0..8 / lanes)
+        .map(|i| format!("    let s{i} = x[o + {}u + x_lane];\n", i * lanes))
+        .collect();
+    let value = |j: u32| format!("subgroupBroadcast(s{}, {}u)", j / lanes, j % lanes);
+    let half = |h: u32| {
+        let v: Vec<String> = (4 * h..4 * h + 4).map(value).collect();
+        format!("vec4<f32>({})", v.join(", "))
+    };
+    let xv = if key.vec_x {
+        format!(
+            "@group({}) @binding({}) var<storage, read> xv: array<vec4<f32>>;\n",
+            binding::STORAGE_GROUP,
+            binding::XV
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "const XL: u32 = {lanes}u;\n{}{xv}\n// x[o .. o + 8] as two vec4.\nfn x8(o: u32) -> array<vec4<f32>, 2> {{\n{reads}    return array<vec4<f32>, 2>({}, {});\n}}\n",
+        kernel_file!("x_shared"),
+        half(0),
+        half(1)
+    )
+}
+
+/// `group_dot` of the matvec kernels with x shared and read four values per load: parts 4g ..
+/// 4g + 4 of a block (32 values) decoded, then for each column one vec4 of x per lane (8 lanes:
+/// 32 values; 4 lanes, two) and each part's two vec4 broadcast from the lanes that read them.
+/// The same sums as `part_dot`, added in the same order.
+fn group_dot(lanes: u32) -> String {
+    let decode: String = (0..4)
+        .map(|p| format!("    let r{p} = w_dequant8(base, 4u * g + {p}u);\n"))
+        .collect();
+    let reads: String = (0..8 / lanes)
+        .map(|m| format!("        let q{m} = xv[o + {}u];\n", m * lanes))
+        .collect();
+    let x = |i: u32| format!("subgroupBroadcast(q{}, {}u)", i / lanes, i % lanes);
+    let adds: String = (0..4)
+        .map(|p| {
+            format!(
+                "        (*acc)[b] += dot(bitcast<vec4<f32>>(r{p}[0]), {}) + dot(bitcast<vec4<f32>>(r{p}[1]), {});\n",
+                x(2 * p),
+                x(2 * p + 1)
+            )
+        })
+        .collect();
+    format!(
+        "fn group_dot(acc: ptr<function, array<f32, B>>, base: u32, g: u32, at: u32, k: u32) {{\n{decode}    for (var b = 0u; b < B; b++) {{\n        let o = (at + 32u * g + b * k) / 4u + x_lane;\n{reads}{adds}    }}\n}}\n"
+    )
+}
+
+/// `block_dot` of the matvec kernels: one block's dot products with the B columns of x, through
+/// `part_dot` once per 8-value part (block formats only; one-value formats never call it). For
+/// one column on one invocation per row (CPU adapters) every part is written out, so the
+/// compiler sees the whole block at once and decodes what its parts share (scales, high bits)
+/// once: 4096 x 1024 at n = 1 ran 1.0-2.2x faster (Q4_K 1.8x on lavapipe, 1.6x on llvmpipe GL,
+/// 1.7x on SwiftShader). Otherwise four parts per loop step, which keeps the kernels of B
+/// columns (each part's code repeated B times) quick to compile. (Q8_K's decoder selects
+/// between its two products instead of branching: 32 copies of its branch, unrolled, made
+/// SwiftShader 1.6x slower.) With shared vec4 x, the same through [`group_dot`], four parts
+/// per call.
+fn block_dot(key: &KernelKey) -> String {
+    let parts = (key.format.block_elems() / 8).max(4);
+    let unrolled = key.columns == 1 && key.threads == 1;
+    if key.x_lanes > 1 && key.vec_x {
+        let groups = parts / 4;
+        let body: String = if unrolled {
+            (0..groups)
+                .map(|g| format!("    group_dot(acc, base, {g}u, at, k);\n"))
+                .collect()
+        } else {
+            format!("    for (var g = 0u; g < {groups}u; g++) {{\n        group_dot(acc, base, g, at, k);\n    }}\n")
+        };
+        return format!(
+            "fn block_dot(acc: ptr<function, array<f32, B>>, base: u32, at: u32, k: u32) {{\n{body}}}\n{}",
+            group_dot(key.x_lanes)
+        );
+    }
+    let body: String = if unrolled {
+        (0..parts)
+            .map(|p| format!("    part_dot(acc, base, {p}u, at, k);\n"))
+            .collect()
+    } else {
+        let four: String = (0..4)
+            .map(|i| format!("        part_dot(acc, base, p + {i}u, at, k);\n"))
+            .collect();
+        format!("    for (var p = 0u; p < {parts}u; p += 4u) {{\n{four}    }}\n")
+    };
+    format!("fn block_dot(acc: ptr<function, array<f32, B>>, base: u32, at: u32, k: u32) {{\n{body}}}\n")
+}
+
+impl Plan {
+    /// The policy: the mapping and precision one matvec dispatch of `columns` columns on a weight
+    /// of `format` with `k` values per row runs in, asked for `asked` (the tuner's choice, a
+    /// forced variant or [`Plan::default_mapping`]). The precision is the plan's where a kernel
+    /// honours it, else `exact`; the integer path and more than [`MATVEC_MAX_BATCH`] columns
+    /// (matmul's matvecs on CPU adapters) run on the classic mapping.
+    pub fn matvec_choice(
+        &self,
+        format: Format,
+        k: u64,
+        columns: u64,
+        asked: Mapping,
+    ) -> (Mapping, Precision) {
+        let precision = self.precision.honoured(Op::MatVec, format, k);
+        let classic = precision == Precision::Int8 || columns > MATVEC_MAX_BATCH as u64;
+        let mapping = if classic { Mapping::Classic } else { asked };
+        (mapping, precision)
+    }
+
+    /// The matvec kernel of `columns` columns of `format` on `mapping` summing in `precision`
+    /// where it can ([`KernelKey::with_precision`]), with this plan's reductions, shared x and
+    /// unrolling; `None` for a rows shape that is no variant at that many columns.
+    pub fn matvec_key(
+        &self,
+        format: Format,
+        columns: u32,
+        (vec_x, vec_w): (bool, bool),
+        precision: Precision,
+        mapping: Mapping,
+    ) -> Option<KernelKey> {
+        Some(match mapping {
+            Mapping::Rows(shape) => {
+                let r = shape.rows_for(columns);
+                KernelKey::matvec_rows(format, columns, shape.workgroup, r, vec_x)?
+                    .with_vec_w(vec_w)
+                    .with_subgroups(self.rows_subgroups)
+                    .with_precision(precision)
+                    .with_unroll(self.unroll)
+            }
+            Mapping::Classic => KernelKey::matvec(format, columns, self.threads, vec_x)
+                .with_vec_w(vec_w)
+                .with_subgroups(self.subgroups)
+                .with_x_lanes(self.x_lanes)
+                .with_precision(precision)
+                .with_unroll(self.unroll),
+        })
+    }
+}
+
+/// Which product a [`MulCall`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MulOp {
+    /// 1 to [`MATVEC_MAX_BATCH`] columns, on the given mapping or the policy's.
+    MatVec(Option<Mapping>),
+    /// Any number of columns: tiled, or on CPU adapters (one invocation per row) as matvecs of
+    /// up to [`MATMUL_CPU_COLUMNS`] columns.
+    MatMul,
+}
+
+/// One product `Y = W X` to plan.
+#[derive(Clone, Debug)]
+pub struct MulCall<'a> {
+    /// The weight.
+    pub weight: WeightLayout<'a>,
+    /// Columns of X and Y.
+    pub batch: u64,
+    /// X, `batch × K` f32.
+    pub x: Extent,
+    /// Y, `batch × N` f32.
+    pub y: Extent,
+    /// The product.
+    pub op: MulOp,
+}
+
+/// One kernel's uniform parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MulParams {
+    /// A matvec dispatch's.
+    MatVec(MatVecParams),
+    /// A tiled matmul dispatch's.
+    MatMul(MatMulParams),
+}
+
+impl MulParams {
+    /// The bytes the uniform holds.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            MulParams::MatVec(p) => bytemuck::bytes_of(p),
+            MulParams::MatMul(p) => bytemuck::bytes_of(p),
+        }
+    }
+}
+
+/// One dispatch of a [`ColumnGroup`]: one run of weight rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MulDispatch {
+    /// The run ([`MulPlan::runs`]) bound as the weight.
+    pub run: usize,
+    /// The span of Y bound.
+    pub y: Span,
+    /// The parameters.
+    pub params: MulParams,
+    /// Workgroups in x, y and z.
+    pub grid: (u32, u32, u32),
+}
+
+/// The integer path's quantiser of one column group: x's int8 codes (word 0 on) and then one
+/// scale per 32 values, in a scratch buffer of `bytes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuantizePlan {
+    /// Blocks of 32 values.
+    pub blocks: u64,
+    /// Bytes of the scratch buffer used.
+    pub bytes: u64,
+    /// Workgroups in x and y.
+    pub grid: (u32, u32),
+}
+
+/// The columns one kernel covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnGroup {
+    /// The first column.
+    pub first: u64,
+    /// Columns.
+    pub columns: u64,
+    /// The kernel.
+    pub key: KernelKey,
+    /// The variant the policy picked (matmul's tiled kernel: [`Mapping::Classic`]).
+    pub mapping: Mapping,
+    /// The span of X bound (on the integer path: the quantiser's input).
+    pub x: Span,
+    /// The quantiser to run first (precision `int8`).
+    pub quantize: Option<QuantizePlan>,
+    /// One dispatch per run of rows.
+    pub dispatches: Vec<MulDispatch>,
+}
+
+/// Every dispatch of one product.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MulPlan {
+    /// The weight's shape.
+    pub shape: Shape,
+    /// Its runs of rows.
+    pub runs: Vec<RowRun>,
+    /// The precision the products sum in.
+    pub precision: Precision,
+    /// The kernels, in column order.
+    pub groups: Vec<ColumnGroup>,
+}
+
+/// Plans `call` on `plan`: `tuned` gives the mapping the tuner chose for a [`MappingKey`] (else
+/// [`Plan::default_mapping`]). Checks everything the kernels rely on: shapes, operand spans,
+/// binding sizes and grid limits; every count in the parameters and the grid fits `u32`.
+pub fn plan_mul(
+    plan: &Plan,
+    call: &MulCall<'_>,
+    tuned: &dyn Fn(MappingKey) -> Mapping,
+) -> Result<MulPlan> {
+    let (tiled, matvec_cols, forced) = match call.op {
+        MulOp::MatVec(forced) => {
+            if call.batch == 0 || call.batch > MATVEC_MAX_BATCH as u64 {
+                return Err(invalid(format!(
+                    "matvec takes 1 to {MATVEC_MAX_BATCH} columns, not {} (use matmul)",
+                    call.batch
+                )));
+            }
+            (false, MATVEC_MAX_BATCH as u64, forced)
+        }
+        MulOp::MatMul => {
+            if call.batch == 0 {
+                return Err(invalid("matmul needs at least one column".into()));
+            }
+            (plan.threads > 1, MATMUL_CPU_COLUMNS as u64, None)
+        }
+    };
+    let w = &call.weight;
+    let s = Shape::of(w)?;
+    let align = plan.align;
+    let batch = call.batch;
+    let tile = MATMUL_TILE as u64;
+    // Columns per dispatch: X and Y spans within a binding.
+    let room = plan.max_binding.saturating_sub(align);
+    let max_cols = if tiled {
+        plan.max_dim.saturating_mul(tile)
+    } else {
+        matvec_cols
+    };
+    let precision = if tiled {
+        Precision::Exact
+    } else {
+        plan.precision.honoured(Op::MatVec, s.format, s.k)
+    };
+    // The integer path's codes and scales (36 bytes per 32 values) fit a binding too, and the
+    // quantiser's workgroups (one value block per invocation) a grid.
+    let max_codes = if precision == Precision::Int8 {
+        let grid = plan.max_dim.saturating_mul(plan.max_dim);
+        (room / 36 * 32 / s.k).min(grid.saturating_mul(WORKGROUP_SIZE as u64 * 32) / s.k)
+    } else {
+        u64::MAX
+    };
+    let per_cols = (room / (s.k * 4))
+        .min(room / s.rows.saturating_mul(4))
+        .min(max_cols)
+        .min(max_codes);
+    if per_cols == 0 {
+        return Err(GpuError::TooLarge {
+            what: format!("one column of {} in a storage binding", w.name),
+            bytes: s.k.max(s.rows).saturating_mul(4).saturating_add(align),
+            limit: plan.max_binding,
+        }
+        .into());
+    }
+    span_of(call.x, 0, batch.saturating_mul(s.k), align, "x")?;
+    span_of(call.y, 0, batch.saturating_mul(s.rows), align, "y")?;
+    let max_rows = if tiled {
+        plan.max_dim.saturating_mul(tile)
+    } else {
+        plan.max_dim.saturating_mul(plan.max_dim)
+    };
+    let runs = row_runs(plan, w, &s, max_rows)?;
+    let vec_w = !tiled && aligned_rows(&s, &runs);
+    let mut groups = Vec::new();
+    let mut c0 = 0;
+    while c0 < batch {
+        let cols = per_cols.min(batch - c0);
+        let x = span_of(call.x, c0 * s.k, cols * s.k, align, "x")?;
+        let vec_x = !tiled && s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
+        let (key, mapping) = if tiled {
+            (KernelKey::matmul(s.format), Mapping::Classic)
+        } else {
+            let asked = forced.unwrap_or_else(|| tuned((s.format, s.k, s.rows, cols as u32)));
+            let (mapping, precision) = plan.matvec_choice(s.format, s.k, cols, asked);
+            let key = plan
+                .matvec_key(s.format, cols as u32, (vec_x, vec_w), precision, mapping)
+                .ok_or_else(|| invalid(format!("matvec {mapping} at {cols} columns")))?;
+            (key, mapping)
+        };
+        let quantize = (key.precision == Precision::Int8).then(|| {
+            let blocks = cols * s.k / 32;
+            QuantizePlan {
+                blocks,
+                bytes: blocks * 36,
+                grid: windows::grid(blocks.div_ceil(WORKGROUP_SIZE as u64), plan.max_dim),
+            }
+        });
+        let rows_per_group = key.rows_per_group() as u64;
+        let mut dispatches = Vec::with_capacity(runs.len());
+        for (i, run) in runs.iter().enumerate() {
+            let y_first = c0 * s.rows + run.first;
+            let y = span_of(call.y, y_first, (cols - 1) * s.rows + run.count, align, "y")?;
+            let (params, grid) = if tiled {
+                matmul::dispatch(&s, run, cols, x, y)
+            } else {
+                let p = MatVecParams {
+                    k: s.k as u32,
+                    n_rows: run.count as u32,
+                    row_bytes: s.row_bytes as u32,
+                    w_skip: run.skip as u32,
+                    x_skip: x.skip,
+                    y_skip: y.skip,
+                    y_stride: s.rows as u32,
+                    ..MatVecParams::default()
+                };
+                let (gx, gy) = windows::grid(run.count.div_ceil(rows_per_group), plan.max_dim);
+                (MulParams::MatVec(p), (gx, gy, 1))
+            };
+            dispatches.push(MulDispatch {
+                run: i,
+                y,
+                params,
+                grid,
+            });
+        }
+        groups.push(ColumnGroup {
+            first: c0,
+            columns: cols,
+            key,
+            mapping,
+            x,
+            quantize,
+            dispatches,
+        });
+        c0 += cols;
+    }
+    Ok(MulPlan {
+        shape: s,
+        runs,
+        precision,
+        groups,
+    })
+}
