@@ -8,10 +8,10 @@
 #   log.txt          the GPU and CPU, each step's command, tables and exit status
 #   adapters.json    adapter facts: subgroup sizes, limits, shader-f16, int16, cooperative-matrix shapes
 #   tests.txt        the GPU tests that need no downloaded data, on every adapter
-#   mv-{classic,rows128x2}-{exact,factored}.json, mv-classic-int8.json
+#   mv-{classic,rows128x2}-{exact,factored,int8}.json
 #                    matvec n = 1 and 8 at 4096x14336 (an FFN weight, beyond L2 with the rotation),
 #                    every format: today's mapping against the rows mapping, exact against factored
-#                    sums, and the integer path
+#                    sums and the integer path (llama.cpp's mmvq) on each
 #   tune.txt, cache/ `tune --tune force --json` on two Llama-3-8B-shaped blocks (Q4_K_M mix and Q8_0,
 #                    zero weights: scripts/gpu/synth_block.py), n = 1 and 8, and the tuner's cache file
 #   peer.txt         llama.cpp's test-backend-ops on the same GPU: matvec at 8192x65536 every format;
@@ -43,8 +43,9 @@
 #   4. factored against exact (same mapping): where factored is >= 1.1x faster for a format, the
 #      tuner may offer it as a candidate when the caller's precision allows it (never by default:
 #      `exact` stays the default mode); where it is within 5 %, the decoders are not the limit and
-#      factored buys nothing there. int8 the same against factored; an int8 slower than exact on a
-#      GPU with integer dot products means x's quantisation pass costs more than it saves at n = 1.
+#      factored buys nothing there. int8 the same against factored (each mapping against its own);
+#      an int8 slower than exact on a GPU with integer dot products means x's quantisation pass
+#      costs more than it saves at n = 1.
 #   5. Against the read ceiling (each row's ratio_to_copy): a 4-bit format below 55 % or an 8-bit
 #      one below 60 % at its best variant is decoder-bound: the next work is its decoder (word
 #      loads, the exact int-to-float), read beside isa.sh's instructions per weight for it.
@@ -116,6 +117,8 @@ step mv-rows128x2-factored 30 "$log" "${bench[@]}" "${mv[@]}" --variant rows:128
     --json "$out/mv-rows128x2-factored.json"
 step mv-classic-factored 30 "$log" "${bench[@]}" "${mv[@]}" --precision factored --json "$out/mv-classic-factored.json"
 step mv-classic-int8 30 "$log" "${bench[@]}" "${mv[@]}" --precision int8 --json "$out/mv-classic-int8.json"
+step mv-rows128x2-int8 30 "$log" "${bench[@]}" "${mv[@]}" --variant rows:128x2 --precision int8 \
+    --json "$out/mv-rows128x2-int8.json"
 if [[ -f .gpu/synth.gguf.xz ]]; then
     [[ -f .gpu/synth.gguf ]] || xz -dc .gpu/synth.gguf.xz >.gpu/synth.gguf
     step tune 30 "$out/tune.txt" env GGUF_DEQUANT_CACHE="$out/cache" bash $run tune .gpu/synth.gguf --backend vulkan \

@@ -1,11 +1,12 @@
 // Matrix-vector products for GPUs: y = W x for B (1..8) columns, the rows mapping. Composed by
-// src/gpu/kernels/compose.rs after the variant's constants, B (columns), WG (invocations per
-// workgroup: 32..256), R (rows per workgroup: 1..8) and U (chunks per loop step: 1 or 4), the
-// weight's decode module, rows.wgsl, the precision's chunk file (chunk_exact.wgsl or
-// chunk_factored.wgsl: what a chunk is and its dot with x), the x reader (x_scalar.wgsl, or
-// x_vec4.wgsl when K is a multiple of 4 and x 16-byte aligned) and the workgroup reduction
-// (reduce_rows_subgroup.wgsl or reduce_rows_tree.wgsl). Replaces matvec.wgsl's entry `matvec`
-// for this variant.
+// src/gpu/kernels/family/matvec.rs after the variant's constants, B (columns), WG (invocations
+// per workgroup: 32..256), R (rows per workgroup: 1..8) and U (chunks per loop step: 1 or 4),
+// the weight's decode module, rows.wgsl, the precision's chunk file (chunk_exact.wgsl,
+// chunk_factored.wgsl or chunk_int8.wgsl: what a chunk is and its dot with x), the x binding
+// and reader (`x: array<f32>` with x_scalar.wgsl, or x_vec4.wgsl when K is a multiple of 4 and x
+// 16-byte aligned, and x_tail.wgsl; chunk_int8.wgsl has its own: x's int8 codes) and the
+// workgroup reduction (reduce_rows_subgroup.wgsl or reduce_rows_tree.wgsl). Replaces
+// matvec.wgsl's entry `matvec` for this variant.
 // CPU twin: ops::mul_mat (f64), within the bound of the precision (ops::reference_in; any order
 // of the sums).
 //
@@ -22,8 +23,6 @@
 // the same loops and reaches the reduction's barriers. The grid may be folded to 2-D: group =
 // wid.y * nwg.x + wid.x; surplus workgroups return at once (uniformly). Params and the w and y
 // bindings: matvec_io.wgsl, composed before this file (matvec_id's members unused here).
-
-@group(0) @binding(1) var<storage, read> x: array<f32>;
 
 // Sums per invocation: row r, column b at index r * B + b.
 const RB: u32 = R * B;

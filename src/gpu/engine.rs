@@ -55,7 +55,7 @@ pub struct EngineOptions {
     /// workgroup on a few rows, each chunk of x read once for them, as llama.cpp's
     /// `mul_mat_vec`), in this shape; `None` (the default): the classic mapping
     /// ([`EngineOptions::matvec_threads_per_row`]). Other sums than the classic mapping's,
-    /// within the same f32 bound. The integer path and matvec_id keep the classic mapping.
+    /// within the same f32 bound. matvec_id keeps the classic mapping.
     /// [`GpuEngine::matvec_rows`].
     pub matvec_rows: Option<kernels::RowsShape>,
 }

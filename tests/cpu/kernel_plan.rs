@@ -135,7 +135,7 @@ fn the_policy_picks_the_mapping_and_precision() {
         one(plan, Format::Q4_K, MulOp::MatVec(Some(classic)), None),
         (classic, Precision::Exact, false)
     );
-    // factored on either mapping; int8 on the classic one, after the quantiser.
+    // factored and int8 on either mapping, int8 after the quantiser.
     let factored = Plan {
         precision: Precision::Factored,
         ..plan
@@ -149,12 +149,11 @@ fn the_policy_picks_the_mapping_and_precision() {
         ..plan
     };
     assert_eq!(
-        one(
-            int8,
-            Format::Q4_K,
-            MulOp::MatVec(Some(Mapping::Rows(rows))),
-            None
-        ),
+        one(int8, Format::Q4_K, MulOp::MatVec(None), None),
+        (Mapping::Rows(rows), Precision::Int8, true)
+    );
+    assert_eq!(
+        one(int8, Format::Q4_K, MulOp::MatVec(None), Some(classic)),
         (classic, Precision::Int8, true)
     );
     // A mode no kernel of the format honours runs exact.

@@ -35,7 +35,8 @@ fn validate_and_translate(key: &KernelKey) -> Vec<String> {
 /// x reader, reduction and loop at one shape (3 columns, 64 invocations, 2 rows). The factored
 /// sums (`chunk_factored.wgsl`, which only changes what a chunk is): every variant of Q4_K, and
 /// on every format with them each x reader, reduction and loop at 3 columns on one and 64
-/// invocations per row and on that rows shape.
+/// invocations per row and on that rows shape. The integer path on the rows mapping
+/// (`chunk_int8.wgsl`) as the exact rows mapping: every shape on Q4_K, one elsewhere.
 fn keys() -> Vec<KernelKey> {
     use gguf_dequant::gpu::kernels::Precision;
     use gguf_dequant::Format;

@@ -4,7 +4,8 @@
 //! f32 rounding term alone where x's codes are exact: integers with ±127 in every block, so any
 //! wrong code or scale would be far outside it); matvec of 1, 2 and 8 columns (1 and 3 on
 //! factored's second and third shapes), matmul on CPU adapters (its 16-column matvecs), one invocation per row, 64, the adapter's smallest subgroup
-//! (the shuffle reduction where it has subgroups), and factored on the rows mapping; NaN in a
+//! (the shuffle reduction where it has subgroups), and both modes on the rows mapping (int8's
+//! loop unrolled, two chunks of each row per step); NaN in a
 //! column; adversarial blocks (offsets that cancel the scaled values to 1/2048 of them, scales at
 //! f16's edges); the formats without a kernel of the mode fall back to `exact` and hold its
 //! bound; two integer-path calls in one pass share the recorder's scratch buffer, and warm steps
@@ -273,6 +274,15 @@ gpu_test!(
         precision: Precision::Factored,
         matvec_rows: RowsShape::new(64, 2),
         matvec_unroll: false,
+        ..EngineOptions::default()
+    }
+);
+gpu_test!(
+    kernels_precision_int8_rows_mapping,
+    modes_narrow,
+    options = EngineOptions {
+        precision: Precision::Int8,
+        matvec_rows: RowsShape::new(64, 2),
         ..EngineOptions::default()
     }
 );

@@ -298,8 +298,8 @@ pub fn check(c: &Case, p: &MulPlan) {
         } else {
             assert_eq!(key.op, Op::MatVec);
             assert_eq!(key.columns as u64, g.columns);
-            // The policy: the mode honoured, never a looser one; int8 and matmul's wide matvecs
-            // on the classic mapping; otherwise the forced, tuned or default mapping.
+            // The policy: the mode honoured, never a looser one; matmul's wide matvecs on the
+            // classic mapping; otherwise the forced, tuned or default mapping.
             assert!(
                 key.precision == honoured || key.precision == Precision::Exact,
                 "{key:?} vs {honoured}"
@@ -309,7 +309,7 @@ pub fn check(c: &Case, p: &MulPlan) {
                 MulOp::MatVec(Some(m)) => m,
                 _ => c.tuned.unwrap_or(plan.default_mapping()),
             };
-            let classic = honoured == Precision::Int8 || g.columns > MATVEC_MAX_BATCH as u64;
+            let classic = g.columns > MATVEC_MAX_BATCH as u64;
             assert_eq!(g.mapping, if classic { Mapping::Classic } else { asked });
             assert_eq!(key.rows > 0, matches!(g.mapping, Mapping::Rows(_)));
         }

@@ -56,10 +56,11 @@ pub struct KernelKey {
     /// matvec: how it sums ([`Precision`]; [`KernelKey::with_precision`]). `Exact` for every
     /// other op and format. For a format in [`INT_DOT_FORMATS`](super::INT_DOT_FORMATS): `Factored` (either mapping;
     /// `chunk_factored.wgsl`: each part's `d·Σq·x + m·Σx`, x in f32, x not shared across
-    /// lanes; bound of [`crate::ops::mul_mat_factored`]) or `Int8`, the integer path (classic
-    /// mapping; `matvec_q8.wgsl`: x quantised to int8 codes beforehand, products through
-    /// `dot4I8Packed`; x is then the codes and scales, not f32 values, so `vec_x`, `vec_w` and
-    /// `x_lanes` are off; bound of [`crate::ops::mul_mat_int_dot`]).
+    /// lanes; bound of [`crate::ops::mul_mat_factored`]) or `Int8`, the integer path (either
+    /// mapping; `matvec_q8.wgsl` on the classic one, `chunk_int8.wgsl` on the rows mapping: x
+    /// quantised to int8 codes beforehand, products through `dot4I8Packed`; x is then the codes
+    /// and scales, not f32 values, so `vec_x`, `vec_w` and `x_lanes` are off, and the classic
+    /// mapping's loop is never unrolled; bound of [`crate::ops::mul_mat_int_dot`]).
     pub precision: Precision,
     /// get_rows: the output dtype.
     pub dtype: DType,
@@ -295,10 +296,11 @@ mod tests {
             };
             DType::ALL.len() + 1 + readers * (9 * matvecs + matvecs + rows_variants)
         };
-        // The integer path: every columns × threads, and the subgroup reduction for threads > 1;
-        // the factored sums: every matvec but shared x, on both mappings.
+        // The integer path: every columns × threads, and the subgroup reduction for threads > 1,
+        // and the rows mapping with one x reader (x's codes); the factored sums: every matvec but
+        // shared x, on both mappings.
         let factored = (1 + 4 * (MATVEC_THREADS.len() - 1)) * 2;
-        let int = 9 * reductions + 9 * factored + rows_variants;
+        let int = 9 * reductions + 9 * factored + rows_variants + rows_variants / 2;
         let want: usize = crate::formats::WITH_SHADER
             .iter()
             .map(per_format)

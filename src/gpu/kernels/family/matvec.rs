@@ -195,12 +195,12 @@ impl KernelKey {
 
     /// This matvec or matvec_id key with four chunks per loop step
     /// ([`KernelKey::unroll`]) where `on`, the key has more than one invocation per row and is
-    /// not on the integer path (else unchanged). On the rows mapping, four chunks per step in
-    /// all: `4 / rows` of each row (at least one).
+    /// not the classic mapping's integer path (else unchanged). On the rows mapping, four chunks
+    /// per step in all: `4 / rows` of each row (at least one).
     pub const fn with_unroll(self, on: bool) -> KernelKey {
         if on
             && self.threads > 1
-            && !matches!(self.precision, Precision::Int8)
+            && !(matches!(self.precision, Precision::Int8) && self.rows == 0)
             && matches!(self.op, Op::MatVec | Op::MatVecId)
         {
             let per_row = if self.rows > 1 {
@@ -231,8 +231,8 @@ impl KernelKey {
 
     /// This matvec key summing in `precision` ([`KernelKey::precision`]) where a kernel of it
     /// honours that mode, else unchanged (`Exact`): `Factored` for a format with parts `d·q + m`
-    /// (x then read by every lane itself), `Int8` for such a format on the classic mapping (x
-    /// read a value at a time and by every lane itself, one chunk per step).
+    /// (x then read by every lane itself), `Int8` for such a format on either mapping (x's
+    /// codes read by every lane itself, one chunk of each row per step).
     pub const fn with_precision(self, precision: Precision) -> KernelKey {
         let parts = matches!(self.op, Op::MatVec) && int_dot_min(self.format).is_some();
         match precision {
@@ -242,7 +242,7 @@ impl KernelKey {
                 x_lanes: 1,
                 ..self
             },
-            Precision::Int8 if parts && self.rows == 0 => KernelKey {
+            Precision::Int8 if parts => KernelKey {
                 precision,
                 vec_x: false,
                 vec_w: false,
@@ -343,6 +343,10 @@ pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
                         let factored = key.with_precision(Precision::Factored);
                         if factored != key {
                             push_rows(&mut out, factored);
+                            // The integer path reads x's codes, never vec4 x.
+                            if !v {
+                                push_rows(&mut out, key.with_precision(Precision::Int8));
+                            }
                         }
                     }
                 }
@@ -397,6 +401,26 @@ pub(in crate::gpu::kernels) fn source(key: &KernelKey) -> Result<String> {
     };
     // The matvec kernels' Params and bindings.
     let io = kernel_file!("matvec_io");
+    let one_value8 = compose::one_value8(key);
+    if key.rows > 0 {
+        // The chunk of the precision and the x binding and reader it reads (chunk_int8.wgsl
+        // brings its own: x's codes; the classic mapping's f32 x is in row_dot.wgsl).
+        let x_f32 = format!(
+            "@group({}) @binding({}) var<storage, read> x: array<f32>;\n\n",
+            binding::STORAGE_GROUP,
+            binding::X
+        );
+        let (chunks, x8) = match key.precision {
+            Precision::Int8 => (kernel_file!("chunk_int8"), String::new()),
+            Precision::Factored => (kernel_file!("chunk_factored"), format!("{x_f32}{x8}")),
+            _ => (kernel_file!("chunk_exact"), format!("{x_f32}{x8}")),
+        };
+        return Ok(format!(
+            "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{io}\n{x8}\n{reduce}\n{}",
+            kernel_file!("rows"),
+            kernel_file!("matvec_rows")
+        ));
+    }
     if matches!(key.precision, Precision::Int8) {
         return Ok(format!(
             "{header}{grids}{module}\n{reduce}\n{io}\n{}\n{}",
@@ -409,14 +433,6 @@ pub(in crate::gpu::kernels) fn source(key: &KernelKey) -> Result<String> {
         Precision::Factored => kernel_file!("chunk_factored"),
         _ => kernel_file!("chunk_exact"),
     };
-    let one_value8 = compose::one_value8(key);
-    if key.rows > 0 {
-        return Ok(format!(
-            "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{io}\n{x8}\n{reduce}\n{}",
-            kernel_file!("rows"),
-            kernel_file!("matvec_rows")
-        ));
-    }
     let block = format!("{}\n{}", kernel_file!("row_dot"), block_dot(key));
     Ok(format!(
         "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{io}\n{x8}\n{reduce}\n{}\n{block}",
@@ -526,8 +542,8 @@ impl Plan {
     /// The policy: the mapping and precision one matvec dispatch of `columns` columns on a weight
     /// of `format` with `k` values per row runs in, asked for `asked` (the tuner's choice, a
     /// forced variant or [`Plan::default_mapping`]). The precision is the plan's where a kernel
-    /// honours it, else `exact`; the integer path and more than [`MATVEC_MAX_BATCH`] columns
-    /// (matmul's matvecs on CPU adapters) run on the classic mapping.
+    /// honours it, else `exact`; more than [`MATVEC_MAX_BATCH`] columns (matmul's matvecs on CPU
+    /// adapters) run on the classic mapping.
     pub fn matvec_choice(
         &self,
         format: Format,
@@ -536,8 +552,11 @@ impl Plan {
         asked: Mapping,
     ) -> (Mapping, Precision) {
         let precision = self.precision.honoured(Op::MatVec, format, k);
-        let classic = precision == Precision::Int8 || columns > MATVEC_MAX_BATCH as u64;
-        let mapping = if classic { Mapping::Classic } else { asked };
+        let mapping = if columns > MATVEC_MAX_BATCH as u64 {
+            Mapping::Classic
+        } else {
+            asked
+        };
         (mapping, precision)
     }
 
