@@ -2,7 +2,7 @@
 # The design run for GPU-shaped kernels (issue 41) on a lent GPU machine, in one command (stage first:
 # scripts/gpu/stage.sh), steps in order of worth, each under a time limit, until SECONDS (default 400)
 # are spent. With SECONDS < 200 it is a proving run: every step on small shapes and few formats, so
-# that `VK_ICD_FILENAMES=<lavapipe's manifest> bash scripts/gpu/suite.sh OUT 60` here (25 s on a
+# that `VK_ICD_FILENAMES=<lavapipe's manifest> bash scripts/gpu/suite.sh OUT 60` here (33 s on a
 # 2-core EPYC) shows each step's command and output working before a GPU's quarter hour is spent on
 # it. Writes into OUTDIR:
 #   log.txt          the GPU and CPU, each step's command, tables and exit status
@@ -127,13 +127,20 @@ else
     echo "== tune: not staged (no .gpu/synth.gguf.xz)" >>"$log"
 fi
 cases=$(mktemp)
-bash scripts/peers/llama-vulkan.sh cases mv 8192 65536 >>"$cases"
-for c in "mv 4096 14336" "mm8 4096 14336"; do
-    # shellcheck disable=SC2086
-    PEER_TYPES=f16,q8_0,q6_K,q5_K,q4_K,q4_0,q2_K,iq2_xxs,iq4_xs bash scripts/peers/llama-vulkan.sh cases $c >>"$cases"
-done
+if ((budget >= 200)); then
+    peer_gib=4
+    bash scripts/peers/llama-vulkan.sh cases mv 8192 65536 >>"$cases"
+    for c in "mv 4096 14336" "mm8 4096 14336"; do
+        # shellcheck disable=SC2086
+        PEER_TYPES=f16,q8_0,q6_K,q5_K,q4_K,q4_0,q2_K,iq2_xxs,iq4_xs bash scripts/peers/llama-vulkan.sh cases $c >>"$cases"
+    done
+else
+    # The proving run: two small cases, so that the steps after it run too.
+    peer_gib=0.01
+    PEER_TYPES=q4_K,q8_0 bash scripts/peers/llama-vulkan.sh cases mv 256 1024 >>"$cases"
+fi
 if [[ -x .gpu/peer/test-backend-ops ]]; then
-    step peer 100 "$out/peer.txt" env GPU_EXE=peer PEER_GPU_TARGET_GIB=4 bash $run perf -b Vulkan0 --test-file "$cases"
+    step peer 100 "$out/peer.txt" env GPU_EXE=peer PEER_GPU_TARGET_GIB=$peer_gib bash $run perf -b Vulkan0 --test-file "$cases"
 else
     echo "== peer: not staged" >>"$log"
 fi
