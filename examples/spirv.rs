@@ -46,14 +46,15 @@ use rayon::prelude::*;
 ///   otherwise 8-value chunks, `unroll` of them per step of the unrolled loop (U = 4: 32 values),
 ///   one per step of the rolled loop (8 values; also one-value formats with one invocation per
 ///   row, whatever x reader).
-/// * matvec on the integer path (`matvec_q8.wgsl`): one 8-value part per step.
+/// * matvec on the classic mapping's integer path (`matvec_q8.wgsl`): one 8-value part per step
+///   (on the rows mapping, `chunk_int8.wgsl`, as the rows mapping's other chunks).
 /// * matmul (`matmul.wgsl`): per step of K (TK = 32), two 8-value chunks decoded into the tile.
 /// * get_rows: 8 values, no loop.
 fn values_per_step(key: &KernelKey) -> (u32, &'static str) {
     let block = key.format.block_elems() as u32;
     match key.op {
-        Op::MatVec | Op::MatVecId if key.precision == Precision::Int8 => (8, "loop"),
         Op::MatVec | Op::MatVecId if key.rows > 0 => (8 * key.unroll * key.rows, "loop"),
+        Op::MatVec | Op::MatVecId if key.precision == Precision::Int8 => (8, "loop"),
         Op::MatVec | Op::MatVecId if key.threads == 1 && block >= 8 => (block, "loop"),
         Op::MatVec | Op::MatVecId => (8 * key.unroll, "loop"),
         Op::MatMul => (16, "loop"),
@@ -66,13 +67,13 @@ fn values_per_step(key: &KernelKey) -> (u32, &'static str) {
 /// 64 on AMD's wave64-only parts) with the subgroup reduction, vec4 x, rolled or unrolled, either
 /// F16/BF16 weight reader, and the integer path at the same widths; on the rows mapping
 /// (`key.rows`), workgroups of 64 and 128 invocations on 1, 2 or 4 rows (llama.cpp's shapes on
-/// AMD and NVIDIA), with the subgroup reduction and vec4 x.
+/// AMD and NVIDIA), with the subgroup reduction and vec4 x, and the integer path there too.
 fn gpu_variant(key: &KernelKey) -> bool {
     if key.rows > 0 {
         return matches!(key.threads, 64 | 128)
             && matches!(key.rows, 1 | 2 | 4)
             && key.subgroups
-            && key.vec_x;
+            && (key.vec_x || key.precision == Precision::Int8);
     }
     matches!(key.threads, 32 | 64)
         && key.subgroups
