@@ -12,7 +12,7 @@
 //! matvec defaults to one column (n = 1); `--columns 1,2,8` (or `all`) widens it. `--format
 //! Q4_K,IQ2_XXS` keeps only those formats.
 //!
-//! Writes `OUT_DIR/<variant>.spv` ([`variant_name`]) and `OUT_DIR/manifest.json`: an array with one
+//! Writes `OUT_DIR/<variant>.spv` (the key's `Display`, `matvec.Q4_K.c1.t32.u4.vx.sg`) and `OUT_DIR/manifest.json`: an array with one
 //! object per file (the key's fields, the entry point, and [`values_per_step`]: the weights one
 //! invocation processes per iteration of the kernel's inner loop, which turns a loop's instruction
 //! count into instructions per weight).
@@ -25,10 +25,9 @@
 //! `ShaderRuntimeChecks { force_loop_bounding: false, .. }` would give), which lets the driver
 //! unroll constant-trip loops.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use gguf_dequant::gpu::kernels::{kernel_source, KernelKey, Op, Precision};
+use gguf_dequant::gpu::kernels::{kernel_source, KernelKey, MatVec, Op, Precision, Variant};
 use gguf_dequant::Format;
 use rayon::prelude::*;
 
@@ -52,13 +51,15 @@ use rayon::prelude::*;
 /// * get_rows: 8 values, no loop.
 fn values_per_step(key: &KernelKey) -> (u32, &'static str) {
     let block = key.format.block_elems() as u32;
-    match key.op {
-        Op::MatVec | Op::MatVecId if key.rows > 0 => (8 * key.unroll * key.rows, "loop"),
-        Op::MatVec | Op::MatVecId if key.precision == Precision::Int8 => (8, "loop"),
-        Op::MatVec | Op::MatVecId if key.threads == 1 && block >= 8 => (block, "loop"),
-        Op::MatVec | Op::MatVecId => (8 * key.unroll, "loop"),
-        Op::MatMul => (16, "loop"),
-        Op::GetRows => (gguf_dequant::gpu::kernels::GET_ROWS_VALUES, "program"),
+    match key.variant {
+        Variant::MatVec(v) | Variant::MatVecId(v) if v.rows > 0 => (8 * v.unroll * v.rows, "loop"),
+        Variant::MatVec(v) | Variant::MatVecId(v) if v.precision == Precision::Int8 => (8, "loop"),
+        Variant::MatVec(v) | Variant::MatVecId(v) if v.threads == 1 && block >= 8 => {
+            (block, "loop")
+        }
+        Variant::MatVec(v) | Variant::MatVecId(v) => (8 * v.unroll, "loop"),
+        Variant::MatMul(_) => (16, "loop"),
+        Variant::GetRows(_) => (gguf_dequant::gpu::kernels::GET_ROWS_VALUES, "program"),
     }
 }
 
@@ -66,56 +67,16 @@ fn values_per_step(key: &KernelKey) -> (u32, &'static str) {
 /// width on a device with subgroups (its smallest subgroup: 32 on NVIDIA and on AMD under RADV;
 /// 64 on AMD's wave64-only parts) with the subgroup reduction, vec4 x, rolled or unrolled, either
 /// F16/BF16 weight reader, and the integer path at the same widths; on the rows mapping
-/// (`key.rows`), workgroups of 64 and 128 invocations on 1, 2 or 4 rows (llama.cpp's shapes on
+/// (`rows`), workgroups of 64 and 128 invocations on 1, 2 or 4 rows (llama.cpp's shapes on
 /// AMD and NVIDIA), with the subgroup reduction and vec4 x, and the integer path there too.
-fn gpu_variant(key: &KernelKey) -> bool {
-    if key.rows > 0 {
-        return matches!(key.threads, 64 | 128)
-            && matches!(key.rows, 1 | 2 | 4)
-            && key.subgroups
-            && (key.vec_x || key.precision == Precision::Int8);
+fn gpu_variant(v: &MatVec) -> bool {
+    if v.rows > 0 {
+        return matches!(v.threads, 64 | 128)
+            && matches!(v.rows, 1 | 2 | 4)
+            && v.subgroups
+            && (v.vec_x || v.precision == Precision::Int8);
     }
-    matches!(key.threads, 32 | 64)
-        && key.subgroups
-        && (key.vec_x || key.precision == Precision::Int8)
-}
-
-/// A readable, file-name-safe name of `key`: `op.FORMAT.c1.t32.u4.vx.vw.sg.xl4.int` (fields an op
-/// does not use left out; the rows mapping `op.FORMAT.c1.w128.r2.u2...`: workgroup and rows;
-/// get_rows: `get_rows.FORMAT.f16`).
-fn variant_name(key: &KernelKey) -> String {
-    let mut s = format!("{}.{}", key.op.name(), key.format.name());
-    match key.op {
-        Op::GetRows => {
-            let _ = write!(s, ".{}", key.dtype.name());
-        }
-        Op::MatMul => {}
-        Op::MatVec | Op::MatVecId => {
-            if key.op == Op::MatVec {
-                let _ = write!(s, ".c{}", key.columns);
-            }
-            if key.rows > 0 {
-                let _ = write!(s, ".w{}.r{}.u{}", key.threads, key.rows, key.unroll);
-            } else {
-                let _ = write!(s, ".t{}.u{}", key.threads, key.unroll);
-            }
-            for (on, tag) in [
-                (key.vec_x, ".vx"),
-                (key.vec_w, ".vw"),
-                (key.subgroups, ".sg"),
-                (key.precision == Precision::Int8, ".int"),
-                (key.precision == Precision::Factored, ".fac"),
-            ] {
-                if on {
-                    s.push_str(tag);
-                }
-            }
-            if key.x_lanes > 1 {
-                let _ = write!(s, ".xl{}", key.x_lanes);
-            }
-        }
-    }
-    s
+    matches!(v.threads, 32 | 64) && v.subgroups && (v.vec_x || v.precision == Precision::Int8)
 }
 
 /// `key`'s SPIR-V as wgpu's Vulkan backend writes it (see the module docs).
@@ -216,10 +177,13 @@ fn main() {
     }
     let keys: Vec<KernelKey> = KernelKey::all()
         .into_iter()
-        .filter(|k| ops.contains(&k.op))
+        .filter(|k| ops.contains(&k.op()))
         .filter(|k| formats.as_ref().is_none_or(|f| f.contains(&k.format)))
-        .filter(|k| k.op != Op::MatVec || columns.as_ref().is_none_or(|c| c.contains(&k.columns)))
-        .filter(|k| all || !matches!(k.op, Op::MatVec | Op::MatVecId) || gpu_variant(k))
+        .filter(|k| match k.variant {
+            Variant::MatVec(v) => columns.as_ref().is_none_or(|c| c.contains(&v.columns)),
+            _ => true,
+        })
+        .filter(|k| all || k.matvec_variant().is_none_or(|v| gpu_variant(&v)))
         .collect();
     std::fs::create_dir_all(&out).unwrap_or_else(|e| {
         eprintln!("{}: {e}", out.display());
@@ -228,28 +192,34 @@ fn main() {
     let rows: Vec<Result<serde_json::Value, String>> = keys
         .par_iter()
         .map(|key| {
-            let name = variant_name(key);
+            let name = key.to_string();
             let words = spirv(key, loop_bounding).map_err(|e| format!("{name}: {e}"))?;
             let file = format!("{name}.spv");
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             std::fs::write(out.join(&file), bytes).map_err(|e| format!("{file}: {e}"))?;
             let (values, scope) = values_per_step(key);
+            // Other families' keys as matvec's defaults (one column, one invocation per row).
+            let v = key.matvec_variant().unwrap_or(MatVec::classic(1, 1, false));
+            let dtype = match key.variant {
+                Variant::GetRows(g) => g.dtype,
+                _ => gguf_dequant::DType::F32,
+            };
             Ok(serde_json::json!({
                 "file": file,
                 "variant": name,
-                "family": key.op.name(),
+                "family": key.op().name(),
                 "format": key.format.name(),
-                "columns": key.columns,
-                "threads": key.threads,
-                "rows": key.rows,
-                "vec_x": key.vec_x,
-                "vec_w": key.vec_w,
-                "subgroups": key.subgroups,
-                "x_lanes": key.x_lanes,
-                "unroll": key.unroll,
-                "int_dot": key.precision == Precision::Int8,
-                "precision": key.precision.name(),
-                "dtype": key.dtype.name(),
+                "columns": v.columns,
+                "threads": v.threads,
+                "rows": v.rows,
+                "vec_x": v.vec_x,
+                "vec_w": v.vec_w,
+                "subgroups": v.subgroups,
+                "x_lanes": v.x_lanes,
+                "unroll": v.unroll,
+                "int_dot": v.precision == Precision::Int8,
+                "precision": v.precision.name(),
+                "dtype": dtype.name(),
                 "entry": key.entry_point(),
                 "uses_subgroups": key.uses_subgroups(),
                 "values_per_step": values,

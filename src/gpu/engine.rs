@@ -51,7 +51,7 @@ pub struct EngineOptions {
     /// their loads are in flight together ([`GpuEngine::matvec_unroll`]); the same sums, bit
     /// for bit. `false`: one chunk per step. Tests and `bench --no-unroll` set it to compare.
     pub matvec_unroll: bool,
-    /// matvec on the rows mapping for GPUs ([`kernels::KernelKey::rows`]: all invocations of a
+    /// matvec on the rows mapping for GPUs ([`kernels::MatVec::rows`]: all invocations of a
     /// workgroup on a few rows, each chunk of x read once for them, as llama.cpp's
     /// `mul_mat_vec`), in this shape; `None` (the default): the classic mapping
     /// ([`EngineOptions::matvec_threads_per_row`]). Other sums than the classic mapping's,

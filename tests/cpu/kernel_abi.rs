@@ -100,7 +100,7 @@ fn check_source(key: &KernelKey, src: &str) -> Vec<String> {
     let mut bad = Vec::new();
 
     // The uniform Params.
-    let (fields, size) = key.op.params_layout();
+    let (fields, size) = key.op().params_layout();
     let params: Vec<_> = module
         .global_variables
         .iter()
@@ -216,7 +216,7 @@ fn wgsl_params_bindings_and_workgroups_match_the_rust_side() {
     );
     // Every op was covered.
     for &op in Op::ALL {
-        assert!(keys.iter().any(|k| k.op == op), "{op}");
+        assert!(keys.iter().any(|k| k.op() == op), "{op}");
     }
 }
 

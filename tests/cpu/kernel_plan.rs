@@ -119,7 +119,7 @@ fn the_policy_picks_the_mapping_and_precision() {
         };
         let p = c.run().expect("a plan");
         let g = &p.groups[0];
-        (g.mapping, g.key.precision, g.quantize.is_some())
+        (g.mapping, g.key.precision(), g.quantize.is_some())
     };
     let classic = Mapping::Classic;
     // The default, the tuner's choice, a forced variant.

@@ -29,7 +29,7 @@ fn validate_and_translate(key: &KernelKey) -> Vec<String> {
     }
 }
 
-/// The variants checked: every classic one; of the matvec rows mapping (`KernelKey::rows`,
+/// The variants checked: every classic one; of the matvec rows mapping (`MatVec::rows`,
 /// whose shape constants touch no decoder) every shape, x reader, weight reader, reduction and
 /// loop on a block format, one with grids and a one-value format, and on every format each
 /// x reader, reduction and loop at one shape (3 columns, 64 invocations, 2 rows). The factored
@@ -41,17 +41,19 @@ fn keys() -> Vec<KernelKey> {
     use gguf_dequant::gpu::kernels::Precision;
     use gguf_dequant::Format;
     let every_shape = [Format::Q4_K, Format::IQ2_XXS, Format::F16];
-    let one_shape =
-        |k: &KernelKey| k.columns == 3 && matches!((k.threads, k.rows), (1 | 64, 0) | (64, 2));
     KernelKey::all()
         .into_iter()
         .filter(|k| {
-            if k.precision == Precision::Factored {
-                return k.format == Format::Q4_K || one_shape(k);
+            let Some(v) = k.matvec_variant() else {
+                return true;
+            };
+            let one_shape = v.columns == 3 && matches!((v.threads, v.rows), (1 | 64, 0) | (64, 2));
+            if v.precision == Precision::Factored {
+                return k.format == Format::Q4_K || one_shape;
             }
-            k.rows == 0
+            v.rows == 0
                 || every_shape.contains(&k.format)
-                || (k.columns == 3 && k.threads == 64 && k.rows == 2)
+                || (v.columns == 3 && v.threads == 64 && v.rows == 2)
         })
         .collect()
 }

@@ -422,7 +422,7 @@ gpu_test!(
 );
 
 /// F16 and BF16 rows of whole 16-byte chunks from an aligned start are read four words per load
-/// (`KernelKey::vec_w`); the same weight two bytes past an aligned start is read a word at a
+/// (`MatVec::vec_w`); the same weight two bytes past an aligned start is read a word at a
 /// time. matvec, matmul and matvec_id give the same bits both ways, within the bound.
 fn wide_weight_reads(engine: &GpuEngine) {
     let backend = label(engine);

@@ -293,15 +293,16 @@ pub fn check(c: &Case, p: &MulPlan) {
         let key: &KernelKey = &g.key;
         assert_eq!(key.format, s.format);
         if tiled {
-            assert_eq!(key.op, Op::MatMul);
-            assert_eq!(key.precision, Precision::Exact);
+            assert_eq!(key.op(), Op::MatMul);
+            assert_eq!(key.precision(), Precision::Exact);
         } else {
-            assert_eq!(key.op, Op::MatVec);
-            assert_eq!(key.columns as u64, g.columns);
+            assert_eq!(key.op(), Op::MatVec);
+            let v = key.matvec_variant().unwrap();
+            assert_eq!(v.columns as u64, g.columns);
             // The policy: the mode honoured, never a looser one; matmul's wide matvecs on the
             // classic mapping; otherwise the forced, tuned or default mapping.
             assert!(
-                key.precision == honoured || key.precision == Precision::Exact,
+                v.precision == honoured || v.precision == Precision::Exact,
                 "{key:?} vs {honoured}"
             );
             assert_eq!(p.precision, honoured);
@@ -311,17 +312,17 @@ pub fn check(c: &Case, p: &MulPlan) {
             };
             let classic = g.columns > MATVEC_MAX_BATCH as u64;
             assert_eq!(g.mapping, if classic { Mapping::Classic } else { asked });
-            assert_eq!(key.rows > 0, matches!(g.mapping, Mapping::Rows(_)));
+            assert_eq!(v.rows > 0, matches!(g.mapping, Mapping::Rows(_)));
         }
         match g.quantize {
             Some(q) => {
-                assert_eq!(key.precision, Precision::Int8);
+                assert_eq!(key.precision(), Precision::Int8);
                 assert_eq!(q.blocks * 32, g.columns * s.k);
                 assert!(q.bytes <= plan.max_binding, "{q:?}");
                 assert!(q.grid.0 as u64 <= plan.max_dim && q.grid.1 as u64 <= plan.max_dim);
                 assert!(q.grid.0 as u64 * q.grid.1 as u64 * 64 >= q.blocks);
             }
-            None => assert_ne!(key.precision, Precision::Int8),
+            None => assert_ne!(key.precision(), Precision::Int8),
         }
         assert_eq!(g.dispatches.len(), p.runs.len());
         for (i, d) in g.dispatches.iter().enumerate() {
@@ -418,7 +419,7 @@ impl GetRowsCase {
         };
         let p = plan_get_rows(&self.plan, &call).ok()?;
         let (plan, s) = (&self.plan, p.shape);
-        assert_eq!(p.key.op, Op::GetRows);
+        assert_eq!(p.key.op(), Op::GetRows);
         if self.n_ids == 0 {
             assert!(p.windows.is_empty());
             return Some(p);
@@ -516,7 +517,7 @@ impl MatVecIdCase {
             assert!(p.windows.is_empty());
             return Some(p);
         }
-        assert_eq!(p.key.op, Op::MatVecId);
+        assert_eq!(p.key.op(), Op::MatVecId);
         assert_eq!(p.key.format, s.format);
         check_runs(plan, &self.weight, &s, &p.runs);
         let n = self.weight.dims[1];

@@ -155,7 +155,7 @@ impl GpuEngine {
     }
 
     /// With one invocation per matvec row, the lanes of a subgroup that share each read of x
-    /// through `subgroupBroadcast` ([`KernelKey::x_lanes`]): the adapter's smallest subgroup, at
+    /// through `subgroupBroadcast` ([`MatVec::x_lanes`](super::MatVec::x_lanes)): the adapter's smallest subgroup, at
     /// most 8, where the device has `SUBGROUP` and
     /// [`crate::gpu::EngineOptions::matvec_subgroups`] allows it; else 1 (each reads its own).
     /// The values and sums are the same. On llvmpipe, which loads storage lane by lane, x's
@@ -164,7 +164,7 @@ impl GpuEngine {
         self.kernels.plan.x_lanes
     }
 
-    /// Whether matvec rows of several invocations are unrolled ([`KernelKey::unroll`]:
+    /// Whether matvec rows of several invocations are unrolled ([`MatVec::unroll`](super::MatVec::unroll):
     /// [`crate::gpu::EngineOptions::matvec_unroll`] and more than one invocation per row, or the
     /// rows mapping).
     pub fn matvec_unroll(&self) -> bool {

@@ -8,79 +8,56 @@
 use super::family::{get_rows, matmul, matvec, matvec_id};
 use super::{binding, Op, Precision, StorageBinding, GET_ROWS_VALUES, WORKGROUP_SIZE};
 use crate::gpu::decode::{decode_prefixed, DecodeNames};
-use crate::{DType, Format, Result};
+use crate::{Format, Result};
 
-/// One compiled kernel: the op, the weight's format and the variant. Fields an op does not use
-/// hold their defaults (columns and threads 1, scalar x, f32 out), so equal kernels have equal
-/// keys; build keys with the constructors.
+/// One compiled kernel: the weight's format and the kernel's family with its variant there.
+/// Each family's variant type lives in its file ([`super::family`]); build keys with the
+/// families' constructors and rules, so equal kernels have equal keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelKey {
-    /// The kernel.
-    pub op: Op,
     /// The weight's format (one with a shader).
     pub format: Format,
-    /// matvec: columns per dispatch (1 to [`MATVEC_MAX_BATCH`](super::MATVEC_MAX_BATCH), or [`MATMUL_CPU_COLUMNS`](super::MATMUL_CPU_COLUMNS)).
-    pub columns: u32,
-    /// matvec, matvec_id: invocations per row (one of [`MATVEC_THREADS`](super::MATVEC_THREADS); with
-    /// [`KernelKey::rows`], the workgroup's invocations, one of [`ROWS_WORKGROUPS`](super::ROWS_WORKGROUPS)).
-    pub threads: u32,
-    /// matvec: 0 for the classic mapping (`matvec.wgsl`: 64 invocations per workgroup, `threads`
-    /// per row, each row its own invocations), or the rows mapping for GPUs
-    /// (`matvec_rows.wgsl`, as llama.cpp's `mul_mat_vec`): all `threads` invocations of a
-    /// workgroup work on this many rows (one of [`ROWS_PER_GROUP`](super::ROWS_PER_GROUP), rows × columns at most
-    /// [`ROWS_MAX_SUMS`](super::ROWS_MAX_SUMS)), each chunk of x read once for them all. Other sums than the classic
-    /// mapping's (another order), within the same f32 bound; a row's sums do not depend on the
-    /// rows per workgroup.
-    pub rows: u32,
-    /// matvec, matvec_id: x read four values per load (K a multiple of 4, x 16-byte aligned).
-    pub vec_x: bool,
-    /// matvec, matvec_id of F16 and BF16: the weight read four words (eight values) per load
-    /// (rows of whole 16-byte chunks from a 16-byte aligned start). Same values, same sums.
-    pub vec_w: bool,
-    /// matvec, matvec_id: a row's invocations reduce their sums with subgroup shuffles (wgpu's
-    /// `SUBGROUP` feature; `threads` at most the adapter's smallest subgroup) instead of
-    /// workgroup memory. Same sums, bit for bit. Never set for one invocation per row.
-    pub subgroups: bool,
-    /// matvec, matvec_id with one invocation per row: 1, or the lanes of a subgroup (2, 4 or 8;
-    /// at most the adapter's smallest subgroup) that share each read of x: each reads one of
-    /// every `x_lanes` values (with vec4 x, four of every `4 x_lanes`, a block's parts taken 32
-    /// values at a time) and `subgroupBroadcast` hands them to all (every row reads the same
-    /// x). Same values, same sums.
-    pub x_lanes: u32,
-    /// matvec, matvec_id with several invocations per row: 8-value chunks per loop step, 1 or
-    /// 4 (`MATVEC_UNROLL`). Unrolled, an invocation decodes that many of its chunks (`T` apart)
-    /// before it sums any, so that their loads are in flight together (a GPU waits out a
-    /// memory latency per step: at 4096 × 4096 a row of 32 invocations takes 16 steps), and
-    /// adds them in the same order: the same sums, bit for bit.
-    pub unroll: u32,
-    /// matvec: how it sums ([`Precision`]; [`KernelKey::with_precision`]). `Exact` for every
-    /// other op and format. For a format in [`INT_DOT_FORMATS`](super::INT_DOT_FORMATS): `Factored` (either mapping;
-    /// `chunk_factored.wgsl`: each part's `d·Σq·x + m·Σx`, x in f32, x not shared across
-    /// lanes; bound of [`crate::ops::mul_mat_factored`]) or `Int8`, the integer path (either
-    /// mapping; `matvec_q8.wgsl` on the classic one, `chunk_int8.wgsl` on the rows mapping: x
-    /// quantised to int8 codes beforehand, products through `dot4I8Packed`; x is then the codes
-    /// and scales, not f32 values, so `vec_x`, `vec_w` and `x_lanes` are off, and the classic
-    /// mapping's loop is never unrolled; bound of [`crate::ops::mul_mat_int_dot`]).
-    pub precision: Precision,
-    /// get_rows: the output dtype.
-    pub dtype: DType,
+    /// The family and its variant.
+    pub variant: Variant,
+}
+
+/// A kernel's family ([`Op`]) and its variant in that family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// get_rows ([`get_rows::GetRows`]: the output dtype).
+    GetRows(get_rows::GetRows),
+    /// matvec ([`matvec::MatVec`]: columns, mapping, readers, reduction, loop, precision).
+    MatVec(matvec::MatVec),
+    /// The tiled matmul ([`matmul::MatMul`]).
+    MatMul(matmul::MatMul),
+    /// matvec_id: the classic matvec's variants at one column, summing `exact`.
+    MatVecId(matvec::MatVec),
 }
 
 impl KernelKey {
-    pub(super) const fn base(op: Op, format: Format) -> KernelKey {
-        KernelKey {
-            op,
-            format,
-            columns: 1,
-            threads: 1,
-            rows: 0,
-            vec_x: false,
-            vec_w: false,
-            subgroups: false,
-            x_lanes: 1,
-            unroll: 1,
-            precision: Precision::Exact,
-            dtype: DType::F32,
+    /// The kernel's op (its family).
+    pub const fn op(&self) -> Op {
+        match self.variant {
+            Variant::GetRows(_) => Op::GetRows,
+            Variant::MatVec(_) => Op::MatVec,
+            Variant::MatMul(_) => Op::MatMul,
+            Variant::MatVecId(_) => Op::MatVecId,
+        }
+    }
+
+    /// The matvec variant of a matvec or matvec_id key; `None` for the other families.
+    pub const fn matvec_variant(&self) -> Option<matvec::MatVec> {
+        match self.variant {
+            Variant::MatVec(v) | Variant::MatVecId(v) => Some(v),
+            Variant::GetRows(_) | Variant::MatMul(_) => None,
+        }
+    }
+
+    /// How the kernel sums ([`Precision`]): a matvec's mode, `exact` for every other kernel.
+    pub const fn precision(&self) -> Precision {
+        match self.matvec_variant() {
+            Some(v) => v.precision,
+            None => Precision::Exact,
         }
     }
 
@@ -105,39 +82,43 @@ impl KernelKey {
     /// without them and the vec4 views of x and of the weight where the variant reads a word
     /// per load.
     pub fn bindings(&self) -> impl Iterator<Item = u32> + '_ {
-        self.op.bindings().iter().copied().filter(|&b| match b {
-            binding::GRIDS => self.format.binds_grids(),
-            binding::XV => self.vec_x,
-            binding::WV => self.vec_w,
-            _ => true,
-        })
+        let v = self.matvec_variant();
+        self.op()
+            .bindings()
+            .iter()
+            .copied()
+            .filter(move |&b| match b {
+                binding::GRIDS => self.format.binds_grids(),
+                binding::XV => v.is_some_and(|v| v.vec_x),
+                binding::WV => v.is_some_and(|v| v.vec_w),
+                _ => true,
+            })
     }
 
     /// How this variant declares each of its group-0 bindings, in binding order.
     pub fn storage_bindings(&self) -> impl Iterator<Item = StorageBinding> + '_ {
-        self.bindings().map(|b| StorageBinding::of(self.op, b))
+        let op = self.op();
+        self.bindings().map(move |b| StorageBinding::of(op, b))
     }
 
     /// The compute entry point.
     pub fn entry_point(&self) -> &'static str {
-        self.op.name()
+        self.op().name()
     }
 
     /// Invocations per workgroup (`@workgroup_size`, the WGSL's `WG`).
     pub const fn workgroup_size(&self) -> u32 {
-        if self.rows > 0 {
-            self.threads
-        } else {
-            WORKGROUP_SIZE
+        match self.matvec_variant() {
+            Some(v) => v.workgroup_size(),
+            None => WORKGROUP_SIZE,
         }
     }
 
     /// Weight rows one workgroup computes (matvec, matvec_id; 0 for the other ops).
     pub const fn rows_per_group(&self) -> u32 {
-        match self.op {
-            Op::MatVec | Op::MatVecId if self.rows > 0 => self.rows,
-            Op::MatVec | Op::MatVecId => WORKGROUP_SIZE / self.threads,
-            Op::GetRows | Op::MatMul => 0,
+        match self.matvec_variant() {
+            Some(v) => v.rows_per_group(),
+            None => 0,
         }
     }
 
@@ -145,19 +126,26 @@ impl KernelKey {
     /// against the WGSL by `tests/cpu/kernel_abi.rs`).
     pub fn consts(&self) -> Vec<(&'static str, u32)> {
         let mut out = vec![("WG", self.workgroup_size())];
-        match self.op {
-            Op::GetRows => out.push(("VALUES", GET_ROWS_VALUES)),
-            Op::MatMul => out.extend(matmul::consts()),
-            Op::MatVec | Op::MatVecId if self.rows > 0 => {
-                out.extend([("B", self.columns), ("R", self.rows), ("U", self.unroll)])
-            }
-            Op::MatVec | Op::MatVecId => out.extend([
-                ("B", self.columns),
-                ("T", self.threads),
-                ("R", self.rows_per_group()),
-            ]),
+        match self.variant {
+            Variant::GetRows(_) => out.push(("VALUES", GET_ROWS_VALUES)),
+            Variant::MatMul(_) => out.extend(matmul::consts()),
+            Variant::MatVec(v) | Variant::MatVecId(v) => out.extend(v.consts()),
         }
         out
+    }
+}
+
+/// `matvec.Q4_K.c1.t32.u4.vx.sg`, `matvec_id.Q4_K.t32.u4.vx.sg`, `get_rows.Q4_K.f16`,
+/// `matmul.Q4_K`: the op, the format and the family's variant; file-name safe.
+impl std::fmt::Display for KernelKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.op().name(), self.format.name())?;
+        match &self.variant {
+            Variant::GetRows(v) => write!(f, "{v}"),
+            Variant::MatVec(v) => write!(f, "{v}"),
+            Variant::MatVecId(v) => v.write(f, false),
+            Variant::MatMul(v) => write!(f, "{v}"),
+        }
     }
 }
 
@@ -165,27 +153,27 @@ impl KernelKey {
 /// grids binding where the format reads it, the format's decode module (prefix `w_`), the
 /// helpers the family reads rows with and the kernel file. Errors: a format without a shader.
 pub fn kernel_source(key: &KernelKey) -> Result<String> {
-    match key.op {
-        Op::GetRows => get_rows::source(key),
-        Op::MatMul => matmul::source(key),
-        Op::MatVec | Op::MatVecId => matvec::source(key),
+    match &key.variant {
+        Variant::GetRows(v) => get_rows::source(key.format, v),
+        Variant::MatMul(_) => matmul::source(key.format),
+        Variant::MatVec(v) | Variant::MatVecId(v) => matvec::source(key.format, key.op(), v),
     }
 }
 
-/// The decode module of `key`'s format with the kernels' names (prefix `w_`, blocks in `w`,
+/// The decode module of `format` with the kernels' names (prefix `w_`, blocks in `w`,
 /// grids in `grids`) and `packer` (get_rows' output packer) composed in.
-pub(super) fn module(key: &KernelKey, packer: &str) -> Result<String> {
+pub(super) fn module(format: Format, packer: &str) -> Result<String> {
     let names = DecodeNames {
         prefix: "w_",
         blocks: "w",
         grids: "grids",
     };
-    decode_prefixed(key.format, packer, &names)
+    decode_prefixed(format, packer, &names)
 }
 
-/// The grids binding's declaration where `key`'s format reads the grids, else nothing.
-pub(super) fn grids(key: &KernelKey) -> String {
-    if key.format.binds_grids() {
+/// The grids binding's declaration where `format` reads the grids, else nothing.
+pub(super) fn grids(format: Format) -> String {
+    if format.binds_grids() {
         format!(
             "@group({}) @binding({}) var<storage, read> grids: array<u32>;\n",
             binding::STORAGE_GROUP,
@@ -196,16 +184,16 @@ pub(super) fn grids(key: &KernelKey) -> String {
     }
 }
 
-/// The common prefix of a kernel without matvec's pieces (get_rows, matmul): the grids, the
-/// decode module with `packer`, `one_value8` and `rows.wgsl`, then the kernel file.
-pub(super) fn plain_source(key: &KernelKey, packer: &str) -> Result<String> {
+/// The common prefix of a kernel of `op` without matvec's pieces (get_rows, matmul): the
+/// grids, the decode module with `packer`, `one_value8` and `rows.wgsl`, then the kernel file.
+pub(super) fn plain_source(format: Format, op: Op, packer: &str) -> Result<String> {
     Ok(format!(
         "{}{}\n{}\n{}\n\n\n\n\n{}\n",
-        grids(key),
-        module(key, packer)?,
-        one_value8(key),
+        grids(format),
+        module(format, packer)?,
+        one_value8(false),
         kernel_file!("rows"),
-        key.op.wgsl()
+        op.wgsl()
     ))
 }
 
@@ -250,11 +238,11 @@ pub fn quantize_source() -> String {
 }
 
 /// `one_value8`, the reader of rows.wgsl's `chunk8` for a one-value format: the format's
-/// `dequant8` at the chunk's byte, or with [`KernelKey::vec_w`] one vec4 load of the `wv`
-/// binding through the format's `dequant8_words` (llvmpipe and SwiftShader pay per load, and a
-/// u32 load there is a loop over the SIMD lanes).
-pub(super) fn one_value8(key: &KernelKey) -> String {
-    if !key.vec_w {
+/// `dequant8` at the chunk's byte, or with `vec_w` ([`matvec::MatVec::vec_w`]) one vec4 load of
+/// the `wv` binding through the format's `dequant8_words` (llvmpipe and SwiftShader pay per
+/// load, and a u32 load there is a loop over the SIMD lanes).
+pub(super) fn one_value8(vec_w: bool) -> String {
+    if !vec_w {
         return "fn one_value8(byte: u32) -> array<vec4<u32>, 2> {\n    return w_dequant8(byte, 0u);\n}\n".into();
     }
     format!(
@@ -267,6 +255,12 @@ pub(super) fn one_value8(key: &KernelKey) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DType;
+
+    /// The matvec variant of a matvec or matvec_id key.
+    fn mv(key: KernelKey) -> matvec::MatVec {
+        key.matvec_variant().unwrap()
+    }
     use crate::gpu::kernels::{
         MATVEC_MAX_BATCH, MATVEC_THREADS, ROWS_MAX_SUMS, ROWS_PER_GROUP, ROWS_WORKGROUPS, X_LANES,
     };
@@ -309,7 +303,7 @@ mod tests {
         assert_eq!(all.len(), want);
         assert!(all
             .iter()
-            .any(|k| k.vec_w && k.op == Op::MatVecId && k.x_lanes == 8));
+            .any(|k| k.op() == Op::MatVecId && mv(*k).vec_w && mv(*k).x_lanes == 8));
         let unique: std::collections::HashSet<_> = all.iter().collect();
         assert_eq!(unique.len(), all.len());
     }
@@ -329,7 +323,7 @@ mod tests {
             assert_eq!(int_dot_min(f), min, "{f}");
         }
         let key = KernelKey::matvec(Format::Q4_K, 2, 8, true).with_precision(Precision::Int8);
-        assert!(key.precision == Precision::Int8 && !key.vec_x);
+        assert!(key.precision() == Precision::Int8 && !key.matvec_variant().unwrap().vec_x);
         assert_eq!(
             key.bindings().collect::<Vec<_>>(),
             [binding::W, binding::X, binding::Y]
@@ -339,13 +333,13 @@ mod tests {
         assert_eq!(
             KernelKey::matvec(Format::IQ2_XXS, 1, 1, false)
                 .with_precision(Precision::Int8)
-                .precision,
+                .precision(),
             Precision::Exact
         );
         assert_eq!(
             KernelKey::matvec_id(Format::Q4_K, 1, false)
                 .with_precision(Precision::Int8)
-                .precision,
+                .precision(),
             Precision::Exact
         );
     }
@@ -360,7 +354,7 @@ mod tests {
                 .with_precision(f),
             KernelKey::matvec(Format::Q6_K, 1, 1, false).with_precision(f),
         ] {
-            assert_eq!(key.precision, f);
+            assert_eq!(key.precision(), f);
             let s = kernel_source(&key).unwrap();
             assert!(s.contains("alias Chunk = vec4<u32>;") && s.contains("fn w_qpart8("));
             assert!(!s.contains("alias Chunk = array<vec4<f32>, 2>;"));
@@ -371,7 +365,7 @@ mod tests {
         assert_eq!(
             KernelKey::matvec(Format::IQ2_XXS, 1, 8, true)
                 .with_precision(f)
-                .precision,
+                .precision(),
             Precision::Exact
         );
         let s = kernel_source(&KernelKey::matvec_id(Format::Q4_K, 4, false)).unwrap();
@@ -400,12 +394,9 @@ mod tests {
             [W, X, Y, XV, WV]
         );
         // Only F16 and BF16 have the four-word reader.
-        assert!(
-            !KernelKey::matvec(Format::F32, 1, 1, true)
-                .with_vec_w(true)
-                .vec_w
-        );
-        assert!(!KernelKey::matmul(Format::F16).with_vec_w(true).vec_w);
+        assert!(!mv(KernelKey::matvec(Format::F32, 1, 1, true).with_vec_w(true)).vec_w);
+        let matmul = KernelKey::matmul(Format::F16);
+        assert_eq!(matmul.with_vec_w(true), matmul);
     }
 
     #[test]
@@ -417,16 +408,9 @@ mod tests {
         let key = KernelKey::matvec(Format::Q4_0, 3, 16, true).with_subgroups(true);
         let s = kernel_source(&key).unwrap();
         assert!(!s.contains("var<workgroup> partial") && s.contains("subgroupShuffleXor"));
-        assert!(
-            !KernelKey::matvec(Format::Q4_0, 3, 1, true)
-                .with_subgroups(true)
-                .subgroups
-        );
-        assert!(
-            !KernelKey::matmul(Format::Q4_0)
-                .with_subgroups(true)
-                .subgroups
-        );
+        assert!(!mv(KernelKey::matvec(Format::Q4_0, 3, 1, true).with_subgroups(true)).subgroups);
+        let matmul = KernelKey::matmul(Format::Q4_0);
+        assert_eq!(matmul.with_subgroups(true), matmul);
         // F16 and BF16 rows of whole 16-byte chunks: one vec4 load per 8 values.
         let key = KernelKey::matvec(Format::F16, 1, 1, true).with_vec_w(true);
         let s = kernel_source(&key).unwrap();
@@ -442,7 +426,8 @@ mod tests {
     #[test]
     fn shared_x_is_read_once_per_lane_and_broadcast() {
         let key = KernelKey::matvec(Format::Q4_K, 2, 1, false).with_x_lanes(4);
-        assert!(key.x_lanes == 4 && key.uses_subgroups() && !key.subgroups);
+        let v = key.matvec_variant().unwrap();
+        assert!(v.x_lanes == 4 && key.uses_subgroups() && !v.subgroups);
         let s = kernel_source(&key).unwrap();
         assert!(s.contains("let s1 = x[o + 4u + x_lane];") && !s.contains("s2"));
         assert!(s.contains("subgroupBroadcast(s1, 3u))") && s.contains("x_lane = l.id % XL;"));
@@ -460,11 +445,10 @@ mod tests {
         // Several invocations per row read different x: nothing to share.
         let wide = KernelKey::matvec(Format::Q4_K, 2, 8, true);
         assert_eq!(wide.with_x_lanes(8), wide);
-        assert_eq!(KernelKey::matmul(Format::Q4_K).with_x_lanes(8).x_lanes, 1);
+        let matmul = KernelKey::matmul(Format::Q4_K);
+        assert_eq!(matmul.with_x_lanes(8), matmul);
         assert_eq!(
-            KernelKey::matvec_id(Format::Q4_K, 1, false)
-                .with_x_lanes(1)
-                .x_lanes,
+            mv(KernelKey::matvec_id(Format::Q4_K, 1, false).with_x_lanes(1)).x_lanes,
             1
         );
     }

@@ -209,15 +209,15 @@ impl KernelSet {
     pub(crate) fn layout(&self, key: &KernelKey) -> Result<Arc<Layout>> {
         let mask = key.bindings().fold(0u32, |m, b| m | 1 << b);
         let lock = || self.layouts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(l) = lock().get(&(key.op, mask)) {
+        if let Some(l) = lock().get(&(key.op(), mask)) {
             return Ok(l.clone());
         }
         let bindings = key
             .storage_bindings()
             .map(|b| (b.binding, b.into()))
             .collect();
-        let layout = Arc::new(self.make_layout(&format!("gguf-dequant {}", key.op), bindings)?);
-        Ok(lock().entry((key.op, mask)).or_insert(layout).clone())
+        let layout = Arc::new(self.make_layout(&format!("gguf-dequant {}", key.op()), bindings)?);
+        Ok(lock().entry((key.op(), mask)).or_insert(layout).clone())
     }
 
     /// The pipeline of `key` and its layout, compiled on first use.
@@ -227,7 +227,7 @@ impl KernelSet {
     ) -> Result<(Arc<wgpu::ComputePipeline>, Arc<Layout>)> {
         let layout = self.layout(key)?;
         let pipeline = self.pipelines.get_or_compile(*key, || {
-            let label = format!("gguf-dequant {} on {}", key.op, key.format);
+            let label = format!("gguf-dequant {} on {}", key.op(), key.format);
             let p = compile(
                 &self.device,
                 &label,

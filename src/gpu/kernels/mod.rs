@@ -101,13 +101,17 @@ mod tuner;
 
 #[cfg(feature = "gpu")]
 pub use api::{GetRowsJob, Job, MatVecIdJob, MulMatJob, Operand};
-pub use compose::{int_dot_min, kernel_source, quantize_source, KernelKey, INT_DOT_FORMATS};
-pub use family::get_rows::{
-    plan_get_rows, GetRowsCall, GetRowsDispatch, GetRowsPlan, GetRowsWindow,
+pub use compose::{
+    int_dot_min, kernel_source, quantize_source, KernelKey, Variant, INT_DOT_FORMATS,
 };
+pub use family::get_rows::{
+    plan_get_rows, GetRows, GetRowsCall, GetRowsDispatch, GetRowsPlan, GetRowsWindow,
+};
+pub use family::matmul::MatMul;
 pub use family::matvec::{
-    plan_mul, ColumnGroup, Mapping, MulCall, MulDispatch, MulOp, MulParams, MulPlan, QuantizePlan,
-    RowsShape, MATVEC_THREADS, ROWS_MAX_SUMS, ROWS_PER_GROUP, ROWS_WORKGROUPS, X_LANES,
+    plan_mul, ColumnGroup, Mapping, MatVec, MulCall, MulDispatch, MulOp, MulParams, MulPlan,
+    QuantizePlan, RowsShape, MATVEC_THREADS, ROWS_MAX_SUMS, ROWS_PER_GROUP, ROWS_WORKGROUPS,
+    X_LANES,
 };
 pub use family::matvec_id::{plan_matvec_id, MatVecIdCall, MatVecIdPlan, MatVecIdWindow};
 #[cfg(feature = "gpu")]
@@ -156,7 +160,7 @@ pub mod binding {
     /// `xv: array<vec4<f32>>`: the x binding again, read four values per load (vec4 variants).
     pub const XV: u32 = 5;
     /// `wv: array<vec4<u32>>`: the weight binding again, read four words per load (F16 and
-    /// BF16 rows of whole 16-byte chunks: [`super::KernelKey::vec_w`]).
+    /// BF16 rows of whole 16-byte chunks: [`super::MatVec::vec_w`]).
     pub const WV: u32 = 6;
 }
 

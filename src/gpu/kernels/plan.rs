@@ -30,15 +30,15 @@ pub struct Plan {
     /// Invocations per matvec row on the classic mapping (1: CPU adapters).
     pub threads: u32,
     /// Whether the classic mapping's rows reduce through subgroup shuffles
-    /// ([`KernelKey::subgroups`](super::KernelKey::subgroups)).
+    /// ([`MatVec::subgroups`](super::MatVec::subgroups)).
     pub subgroups: bool,
-    /// The lanes sharing each read of x with one invocation per row ([`KernelKey::x_lanes`](super::KernelKey::x_lanes);
+    /// The lanes sharing each read of x with one invocation per row ([`MatVec::x_lanes`](super::MatVec::x_lanes);
     /// 1: none).
     pub x_lanes: u32,
     /// The precision products were asked to sum in; each gets it where a kernel honours it
     /// ([`Precision::honoured`]).
     pub precision: Precision,
-    /// Whether matvec rows of several invocations are unrolled ([`KernelKey::unroll`](super::KernelKey::unroll)).
+    /// Whether matvec rows of several invocations are unrolled ([`MatVec::unroll`](super::MatVec::unroll)).
     pub unroll: bool,
     /// matvec on the rows mapping in this shape by default; `None`: the classic mapping.
     pub rows: Option<RowsShape>,
@@ -308,7 +308,7 @@ pub fn row_runs(
 }
 
 /// Whether every row of every run starts on a 16-byte boundary of its binding and is whole
-/// 16-byte chunks: the weight can be read four words per load ([`KernelKey::vec_w`]).
+/// 16-byte chunks: the weight can be read four words per load ([`MatVec::vec_w`](super::MatVec::vec_w)).
 pub(crate) fn aligned_rows(s: &Shape, runs: &[RowRun]) -> bool {
     s.row_bytes.is_multiple_of(16) && runs.iter().all(|r| r.skip.is_multiple_of(16))
 }

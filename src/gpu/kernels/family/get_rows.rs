@@ -7,16 +7,30 @@ use super::super::params::GetRowsParams;
 use super::super::plan::{
     invalid, row_runs, span_of, Extent, Plan, RowRun, Shape, Span, WeightLayout,
 };
-use super::super::{KernelKey, Op, GET_ROWS_VALUES, WORKGROUP_SIZE};
+use super::super::{KernelKey, Op, Variant, GET_ROWS_VALUES, WORKGROUP_SIZE};
 use crate::gpu::{windows, GpuError};
 use crate::{DType, Format, Result};
+
+/// A get_rows kernel's variant: the output dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GetRows {
+    /// The output element type.
+    pub dtype: DType,
+}
+
+/// `.f16`: the output dtype.
+impl std::fmt::Display for GetRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, ".{}", self.dtype.name())
+    }
+}
 
 impl KernelKey {
     /// get_rows of `format` into `dtype`.
     pub const fn get_rows(format: Format, dtype: DType) -> KernelKey {
         KernelKey {
-            dtype,
-            ..KernelKey::base(Op::GetRows, format)
+            format,
+            variant: Variant::GetRows(GetRows { dtype }),
         }
     }
 }
@@ -26,14 +40,15 @@ pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
     DType::ALL.map(|d| KernelKey::get_rows(format, d)).to_vec()
 }
 
-/// The WGSL of a get_rows key: the format's decoder with the dtype's output packer.
-pub(in crate::gpu::kernels) fn source(key: &KernelKey) -> Result<String> {
-    let packer = match key.dtype {
+/// The WGSL of a get_rows kernel of `format`: the format's decoder with the dtype's output
+/// packer.
+pub(in crate::gpu::kernels) fn source(format: Format, v: &GetRows) -> Result<String> {
+    let packer = match v.dtype {
         DType::F32 => lib_file!("out_f32"),
         DType::F16 => concat!(lib_file!("out_f16"), lib_file!("store_pairs")),
         DType::BF16 => concat!(lib_file!("out_bf16"), lib_file!("store_pairs")),
     };
-    compose::plain_source(key, packer)
+    compose::plain_source(format, Op::GetRows, packer)
 }
 
 /// One row gather `out[i] = W[ids[i]]` to plan.

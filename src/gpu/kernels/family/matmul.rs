@@ -7,14 +7,29 @@
 use super::super::compose;
 use super::super::params::MatMulParams;
 use super::super::plan::{RowRun, Shape, Span};
-use super::super::{KernelKey, Op, MATMUL_TILE};
+use super::super::{KernelKey, Op, Variant, MATMUL_TILE};
 use super::matvec::MulParams;
 use crate::{Format, Result};
+
+/// The tiled matmul's variant: one today (a [`MATMUL_TILE`]² tile on
+/// [`WORKGROUP_SIZE`](super::super::WORKGROUP_SIZE) invocations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatMul;
+
+/// Nothing: the one tiled variant.
+impl std::fmt::Display for MatMul {
+    fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Ok(())
+    }
+}
 
 impl KernelKey {
     /// The tiled matmul.
     pub const fn matmul(format: Format) -> KernelKey {
-        KernelKey::base(Op::MatMul, format)
+        KernelKey {
+            format,
+            variant: Variant::MatMul(MatMul),
+        }
     }
 }
 
@@ -23,9 +38,9 @@ pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
     vec![KernelKey::matmul(format)]
 }
 
-/// The WGSL of a matmul key: the format's decoder and the tiled kernel.
-pub(in crate::gpu::kernels) fn source(key: &KernelKey) -> Result<String> {
-    compose::plain_source(key, "")
+/// The WGSL of the matmul of `format`: the format's decoder and the tiled kernel.
+pub(in crate::gpu::kernels) fn source(format: Format) -> Result<String> {
+    compose::plain_source(format, Op::MatMul, "")
 }
 
 /// The `TN` × `TB` output tile's constants the Rust side plans with.

@@ -13,7 +13,7 @@ use super::super::plan::{
     WeightLayout,
 };
 use super::super::{
-    binding, int_dot_min, KernelKey, Op, Precision, MATMUL_CPU_COLUMNS, MATMUL_TILE,
+    binding, int_dot_min, KernelKey, Op, Precision, Variant, MATMUL_CPU_COLUMNS, MATMUL_TILE,
     MATVEC_MAX_BATCH, WORKGROUP_SIZE,
 };
 use super::matmul;
@@ -24,21 +24,21 @@ use crate::{Format, Result};
 /// the powers of two up to the workgroup.
 pub const MATVEC_THREADS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
-/// Chunks per loop step of an unrolled matvec row ([`KernelKey::unroll`]).
+/// Chunks per loop step of an unrolled matvec row ([`MatVec::unroll`]).
 pub const MATVEC_UNROLL: u32 = 4;
 
-/// The invocations per workgroup of the matvec rows mapping ([`KernelKey::rows`]).
+/// The invocations per workgroup of the matvec rows mapping ([`MatVec::rows`]).
 pub const ROWS_WORKGROUPS: [u32; 4] = [32, 64, 128, 256];
 
-/// The rows per workgroup of the matvec rows mapping ([`KernelKey::rows`]).
+/// The rows per workgroup of the matvec rows mapping ([`MatVec::rows`]).
 pub const ROWS_PER_GROUP: [u32; 4] = [1, 2, 4, 8];
 
 /// The most sums one invocation of the rows mapping holds: rows × columns
-/// ([`KernelKey::rows`]; its workgroup-memory reduction keeps them all for every invocation,
+/// ([`MatVec::rows`]; its workgroup-memory reduction keeps them all for every invocation,
 /// 16 KiB at 256 invocations).
 pub const ROWS_MAX_SUMS: u32 = 16;
 
-/// The shape of the matvec rows mapping ([`KernelKey::rows`]): invocations per workgroup and
+/// The shape of the matvec rows mapping ([`MatVec::rows`]): invocations per workgroup and
 /// rows per workgroup, written `WxR` (e.g. `128x2`: 128 invocations on 2 rows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RowsShape {
@@ -95,7 +95,7 @@ impl std::str::FromStr for RowsShape {
 pub enum Mapping {
     /// `matvec.wgsl`: 64 invocations per workgroup, the engine's threads per row.
     Classic,
-    /// `matvec_rows.wgsl` in this shape ([`KernelKey::rows`]).
+    /// `matvec_rows.wgsl` in this shape ([`MatVec::rows`]).
     Rows(RowsShape),
 }
 
@@ -128,21 +128,169 @@ impl std::str::FromStr for Mapping {
     }
 }
 
-/// The subgroup lanes that can share x's reads ([`KernelKey::x_lanes`] above 1).
+/// The subgroup lanes that can share x's reads ([`MatVec::x_lanes`] above 1).
 pub const X_LANES: [u32; 3] = [2, 4, 8];
+
+/// A matvec kernel's variant (and matvec_id's: the classic mapping at one column, `exact`).
+/// Fields a variant does not use hold their defaults (threads 1, rows 0, x_lanes and unroll 1,
+/// `exact`), so equal kernels have equal variants; build them with [`KernelKey::matvec`],
+/// [`KernelKey::matvec_rows`], [`KernelKey::matvec_id`] and the `with_*` rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatVec {
+    /// Columns per dispatch (1 to [`MATVEC_MAX_BATCH`], or [`MATMUL_CPU_COLUMNS`]; matvec_id: 1).
+    pub columns: u32,
+    /// Invocations per row (one of [`MATVEC_THREADS`]; with [`MatVec::rows`], the workgroup's
+    /// invocations, one of [`ROWS_WORKGROUPS`]).
+    pub threads: u32,
+    /// 0 for the classic mapping (`matvec.wgsl`: 64 invocations per workgroup, `threads` per
+    /// row, each row its own invocations), or the rows mapping for GPUs (`matvec_rows.wgsl`, as
+    /// llama.cpp's `mul_mat_vec`): all `threads` invocations of a workgroup work on this many
+    /// rows (one of [`ROWS_PER_GROUP`], rows × columns at most [`ROWS_MAX_SUMS`]), each chunk
+    /// of x read once for them all. Other sums than the classic mapping's (another order),
+    /// within the same f32 bound; a row's sums do not depend on the rows per workgroup.
+    pub rows: u32,
+    /// x read four values per load (K a multiple of 4, x 16-byte aligned).
+    pub vec_x: bool,
+    /// F16 and BF16: the weight read four words (eight values) per load (rows of whole 16-byte
+    /// chunks from a 16-byte aligned start). Same values, same sums.
+    pub vec_w: bool,
+    /// A row's invocations reduce their sums with subgroup shuffles (wgpu's `SUBGROUP` feature;
+    /// `threads` at most the adapter's smallest subgroup) instead of workgroup memory. Same
+    /// sums, bit for bit. Never set for one invocation per row.
+    pub subgroups: bool,
+    /// With one invocation per row: 1, or the lanes of a subgroup (2, 4 or 8; at most the
+    /// adapter's smallest subgroup) that share each read of x: each reads one of every
+    /// `x_lanes` values (with vec4 x, four of every `4 x_lanes`, a block's parts taken 32 values
+    /// at a time) and `subgroupBroadcast` hands them to all (every row reads the same x). Same
+    /// values, same sums.
+    pub x_lanes: u32,
+    /// With several invocations per row: 8-value chunks per loop step, 1 or 4
+    /// ([`MATVEC_UNROLL`]). Unrolled, an invocation decodes that many of its chunks (`T` apart)
+    /// before it sums any, so that their loads are in flight together (a GPU waits out a memory
+    /// latency per step: at 4096 × 4096 a row of 32 invocations takes 16 steps), and adds them
+    /// in the same order: the same sums, bit for bit.
+    pub unroll: u32,
+    /// How it sums ([`Precision`]; [`KernelKey::with_precision`]). `Exact` for matvec_id and
+    /// for a format outside [`INT_DOT_FORMATS`](super::super::INT_DOT_FORMATS). For a format in
+    /// it: `Factored` (either mapping; `chunk_factored.wgsl`: each part's `d·Σq·x + m·Σx`, x in
+    /// f32, x not shared across lanes; bound of [`crate::ops::mul_mat_factored`]) or `Int8`, the
+    /// integer path (either mapping; `matvec_q8.wgsl` on the classic one, `chunk_int8.wgsl` on
+    /// the rows mapping: x quantised to int8 codes beforehand, products through
+    /// `dot4I8Packed`; x is then the codes and scales, not f32 values, so `vec_x`, `vec_w` and
+    /// `x_lanes` are off, and the classic mapping's loop is never unrolled; bound of
+    /// [`crate::ops::mul_mat_int_dot`]).
+    pub precision: Precision,
+}
+
+impl MatVec {
+    /// The classic mapping: `columns` columns, `threads` invocations per row, scalar or vec4 x,
+    /// every other choice at its default.
+    pub const fn classic(columns: u32, threads: u32, vec_x: bool) -> MatVec {
+        MatVec {
+            columns,
+            threads,
+            rows: 0,
+            vec_x,
+            vec_w: false,
+            subgroups: false,
+            x_lanes: 1,
+            unroll: 1,
+            precision: Precision::Exact,
+        }
+    }
+
+    /// Invocations per workgroup (`@workgroup_size`, the WGSL's `WG`).
+    pub const fn workgroup_size(&self) -> u32 {
+        if self.rows > 0 {
+            self.threads
+        } else {
+            WORKGROUP_SIZE
+        }
+    }
+
+    /// Weight rows one workgroup computes.
+    pub const fn rows_per_group(&self) -> u32 {
+        if self.rows > 0 {
+            self.rows
+        } else {
+            WORKGROUP_SIZE / self.threads
+        }
+    }
+
+    /// The named constants of the composed WGSL besides `WG` (`B` columns, and `R` and `U` on
+    /// the rows mapping or `T` and `R` on the classic one).
+    pub(in crate::gpu::kernels) fn consts(&self) -> [(&'static str, u32); 3] {
+        if self.rows > 0 {
+            [("B", self.columns), ("R", self.rows), ("U", self.unroll)]
+        } else {
+            [
+                ("B", self.columns),
+                ("T", self.threads),
+                ("R", self.rows_per_group()),
+            ]
+        }
+    }
+
+    /// Whether the kernel uses subgroup operations (wgpu's `SUBGROUP` feature): the subgroup
+    /// row reduction or shared reads of x.
+    pub const fn uses_subgroups(&self) -> bool {
+        self.subgroups || self.x_lanes > 1
+    }
+}
+
+impl MatVec {
+    /// Writes the variant as [`Display`](std::fmt::Display) does, with or without the columns
+    /// (matvec_id has one).
+    pub(in crate::gpu::kernels) fn write(
+        &self,
+        f: &mut std::fmt::Formatter<'_>,
+        columns: bool,
+    ) -> std::fmt::Result {
+        if columns {
+            write!(f, ".c{}", self.columns)?;
+        }
+        if self.rows > 0 {
+            write!(f, ".w{}.r{}.u{}", self.threads, self.rows, self.unroll)?;
+        } else {
+            write!(f, ".t{}.u{}", self.threads, self.unroll)?;
+        }
+        for (on, s) in [
+            (self.vec_x, ".vx"),
+            (self.vec_w, ".vw"),
+            (self.subgroups, ".sg"),
+            (self.precision == Precision::Int8, ".int"),
+            (self.precision == Precision::Factored, ".fac"),
+        ] {
+            if on {
+                f.write_str(s)?;
+            }
+        }
+        if self.x_lanes > 1 {
+            write!(f, ".xl{}", self.x_lanes)?;
+        }
+        Ok(())
+    }
+}
+
+/// `.c1.t32.u4.vx.sg` (classic) or `.c1.w128.r2.u2.vx.sg` (rows): columns, invocations per row
+/// or per workgroup and rows, chunks per step, then what is on: vec4 x, four-word weight
+/// reads, the subgroup reduction, the precision if not `exact`, x shared by lanes.
+impl std::fmt::Display for MatVec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.write(f, true)
+    }
+}
 
 impl KernelKey {
     /// matvec of `columns` columns, `threads` invocations per row.
     pub const fn matvec(format: Format, columns: u32, threads: u32, vec_x: bool) -> KernelKey {
         KernelKey {
-            columns,
-            threads,
-            vec_x,
-            ..KernelKey::base(Op::MatVec, format)
+            format,
+            variant: Variant::MatVec(MatVec::classic(columns, threads, vec_x)),
         }
     }
 
-    /// matvec of `columns` columns on the rows mapping ([`KernelKey::rows`]): `workgroup`
+    /// matvec of `columns` columns on the rows mapping ([`MatVec::rows`]): `workgroup`
     /// invocations on `rows` rows. `None` where the numbers are not a variant (`workgroup` not
     /// in [`ROWS_WORKGROUPS`], `rows` not in [`ROWS_PER_GROUP`], `columns` not 1 to
     /// [`MATVEC_MAX_BATCH`], or rows × columns above [`ROWS_MAX_SUMS`]).
@@ -160,104 +308,129 @@ impl KernelKey {
             return None;
         }
         Some(KernelKey {
-            rows,
-            ..KernelKey::matvec(format, columns, workgroup, vec_x)
+            format,
+            variant: Variant::MatVec(MatVec {
+                rows,
+                ..MatVec::classic(columns, workgroup, vec_x)
+            }),
         })
+    }
+
+    /// This key with its matvec variant `v` (matvec and matvec_id; other keys unchanged).
+    const fn with_matvec(self, v: MatVec) -> KernelKey {
+        let variant = match self.variant {
+            Variant::MatVec(_) => Variant::MatVec(v),
+            Variant::MatVecId(_) => Variant::MatVecId(v),
+            other => other,
+        };
+        KernelKey { variant, ..self }
     }
 
     /// This matvec or matvec_id key with the subgroup reduction where `on` and the key has more
     /// than one invocation per row (else unchanged).
     pub const fn with_subgroups(self, on: bool) -> KernelKey {
-        KernelKey {
-            subgroups: on && self.threads > 1 && matches!(self.op, Op::MatVec | Op::MatVecId),
-            ..self
+        match self.matvec_variant() {
+            Some(v) => self.with_matvec(MatVec {
+                subgroups: on && v.threads > 1,
+                ..v
+            }),
+            None => self,
         }
     }
 
     /// This matvec or matvec_id key with x read once per `lanes` rows through subgroup
-    /// broadcasts ([`KernelKey::x_lanes`]) where the key has one invocation per row and `lanes`
+    /// broadcasts ([`MatVec::x_lanes`]) where the key has one invocation per row and `lanes`
     /// is 2, 4 or 8 (else unchanged).
     pub const fn with_x_lanes(self, lanes: u32) -> KernelKey {
-        if self.threads == 1
-            && self.rows == 0
-            && matches!(self.precision, Precision::Exact)
-            && matches!(self.op, Op::MatVec | Op::MatVecId)
-            && matches!(lanes, 2 | 4 | 8)
-        {
-            KernelKey {
-                x_lanes: lanes,
-                ..self
+        match self.matvec_variant() {
+            Some(v)
+                if v.threads == 1
+                    && v.rows == 0
+                    && matches!(v.precision, Precision::Exact)
+                    && matches!(lanes, 2 | 4 | 8) =>
+            {
+                self.with_matvec(MatVec {
+                    x_lanes: lanes,
+                    ..v
+                })
             }
-        } else {
-            self
+            _ => self,
         }
     }
 
-    /// This matvec or matvec_id key with four chunks per loop step
-    /// ([`KernelKey::unroll`]) where `on`, the key has more than one invocation per row and is
-    /// not the classic mapping's integer path (else unchanged). On the rows mapping, four chunks
-    /// per step in all: `4 / rows` of each row (at least one).
+    /// This matvec or matvec_id key with four chunks per loop step ([`MatVec::unroll`]) where
+    /// `on`, the key has more than one invocation per row and is not the classic mapping's
+    /// integer path (else unchanged). On the rows mapping, four chunks per step in all:
+    /// `4 / rows` of each row (at least one).
     pub const fn with_unroll(self, on: bool) -> KernelKey {
-        if on
-            && self.threads > 1
-            && !(matches!(self.precision, Precision::Int8) && self.rows == 0)
-            && matches!(self.op, Op::MatVec | Op::MatVecId)
-        {
-            let per_row = if self.rows > 1 {
-                MATVEC_UNROLL / self.rows
-            } else {
-                MATVEC_UNROLL
-            };
-            KernelKey {
-                unroll: if per_row == 0 { 1 } else { per_row },
-                ..self
+        match self.matvec_variant() {
+            Some(v)
+                if on
+                    && v.threads > 1
+                    && !(matches!(v.precision, Precision::Int8) && v.rows == 0) =>
+            {
+                let per_row = if v.rows > 1 {
+                    MATVEC_UNROLL / v.rows
+                } else {
+                    MATVEC_UNROLL
+                };
+                self.with_matvec(MatVec {
+                    unroll: if per_row == 0 { 1 } else { per_row },
+                    ..v
+                })
             }
-        } else {
-            self
+            _ => self,
         }
     }
 
     /// This matvec or matvec_id key with the weight read four words per load
-    /// ([`KernelKey::vec_w`]) where `on` and the format has that reader (F16, BF16; else
+    /// ([`MatVec::vec_w`]) where `on` and the format has that reader (F16, BF16; else
     /// unchanged).
     pub const fn with_vec_w(self, on: bool) -> KernelKey {
-        KernelKey {
-            vec_w: on
-                && matches!(self.op, Op::MatVec | Op::MatVecId)
-                && matches!(self.format, Format::F16 | Format::BF16),
-            ..self
+        match self.matvec_variant() {
+            Some(v) => self.with_matvec(MatVec {
+                vec_w: on && matches!(self.format, Format::F16 | Format::BF16),
+                ..v
+            }),
+            None => self,
         }
     }
 
-    /// This matvec key summing in `precision` ([`KernelKey::precision`]) where a kernel of it
+    /// This matvec key summing in `precision` ([`MatVec::precision`]) where a kernel of it
     /// honours that mode, else unchanged (`Exact`): `Factored` for a format with parts `d·q + m`
     /// (x then read by every lane itself), `Int8` for such a format on either mapping (x's
     /// codes read by every lane itself, one chunk of each row per step).
     pub const fn with_precision(self, precision: Precision) -> KernelKey {
-        let parts = matches!(self.op, Op::MatVec) && int_dot_min(self.format).is_some();
+        let v = match self.variant {
+            Variant::MatVec(v) if int_dot_min(self.format).is_some() => v,
+            _ => return self,
+        };
         match precision {
-            Precision::Factored if parts => KernelKey {
+            Precision::Factored => self.with_matvec(MatVec {
                 precision,
                 vec_w: false,
                 x_lanes: 1,
-                ..self
-            },
-            Precision::Int8 if parts => KernelKey {
+                ..v
+            }),
+            Precision::Int8 => self.with_matvec(MatVec {
                 precision,
                 vec_x: false,
                 vec_w: false,
                 x_lanes: 1,
                 unroll: 1,
-                ..self
-            },
+                ..v
+            }),
             _ => self,
         }
     }
 
-    /// Whether the kernel uses subgroup operations (wgpu's `SUBGROUP` feature): the subgroup
-    /// row reduction or shared reads of x.
+    /// Whether the kernel uses subgroup operations (wgpu's `SUBGROUP` feature): a matvec
+    /// variant's subgroup row reduction or shared reads of x ([`MatVec::uses_subgroups`]).
     pub const fn uses_subgroups(&self) -> bool {
-        self.subgroups || self.x_lanes > 1
+        match self.matvec_variant() {
+            Some(v) => v.uses_subgroups(),
+            None => false,
+        }
     }
 }
 
@@ -266,10 +439,10 @@ impl KernelKey {
 /// 2, 4 and 8 lanes for one) and for several invocations per row the unrolled ones.
 pub(super) fn push_matvec(out: &mut Vec<KernelKey>, key: KernelKey) {
     let wide = key.with_vec_w(true);
-    let readers: &[KernelKey] = if wide.vec_w { &[key, wide] } else { &[key] };
+    let readers: &[KernelKey] = if wide != key { &[key, wide] } else { &[key] };
     for &key in readers {
         out.push(key);
-        if key.threads > 1 {
+        if key.matvec_variant().is_some_and(|v| v.threads > 1) {
             let unrolled = key.with_unroll(true);
             out.extend([
                 key.with_subgroups(true),
@@ -293,7 +466,7 @@ pub(super) fn push_matvec(out: &mut Vec<KernelKey>, key: KernelKey) {
 /// unrolled.
 fn push_rows(out: &mut Vec<KernelKey>, key: KernelKey) {
     let wide = key.with_vec_w(true);
-    let readers: &[KernelKey] = if wide.vec_w { &[key, wide] } else { &[key] };
+    let readers: &[KernelKey] = if wide != key { &[key, wide] } else { &[key] };
     for &key in readers {
         let unrolled = key.with_unroll(true);
         let loops: &[KernelKey] = if unrolled != key {
@@ -356,30 +529,30 @@ pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
     out
 }
 
-/// The WGSL of a matvec or matvec_id key: the variant's constants (`B` columns, `T` invocations
+/// The WGSL of a matvec or matvec_id (`op`) kernel of `format` in variant `v`: the variant's constants (`B` columns, `T` invocations
 /// per row or `WG` and `R` on the rows mapping, `U` chunks per loop step), the grids binding
 /// where the format reads it, the format's decode module, `rows.wgsl`, the chunk of the
 /// precision (`chunk_exact.wgsl`, `chunk_factored.wgsl`), the params and bindings
 /// (`matvec_io.wgsl`), the x reader, the row reduction and the kernel file, then on the classic
 /// mapping the row dot (`row_dot.wgsl` and `block_dot`), or on the integer path
 /// `matvec_q8.wgsl` alone.
-pub(in crate::gpu::kernels) fn source(key: &KernelKey) -> Result<String> {
-    let module = compose::module(key, "")?;
-    let header = if key.rows > 0 {
+pub(in crate::gpu::kernels) fn source(format: Format, op: Op, v: &MatVec) -> Result<String> {
+    let module = compose::module(format, "")?;
+    let header = if v.rows > 0 {
         format!(
             "const B: u32 = {}u;\nconst WG: u32 = {}u;\nconst R: u32 = {}u;\nconst U: u32 = {}u;\n",
-            key.columns, key.threads, key.rows, key.unroll
+            v.columns, v.threads, v.rows, v.unroll
         )
     } else {
         format!(
             "const B: u32 = {}u;\nconst T: u32 = {}u;\nconst U: u32 = {}u;\n",
-            key.columns, key.threads, key.unroll
+            v.columns, v.threads, v.unroll
         )
     };
-    let grids = compose::grids(key);
-    let x8 = if key.x_lanes > 1 {
-        x_shared(key)
-    } else if key.vec_x {
+    let grids = compose::grids(format);
+    let x8 = if v.x_lanes > 1 {
+        x_shared(v)
+    } else if v.vec_x {
         kernel_file!("x_vec4").to_string()
     } else {
         kernel_file!("x_scalar").to_string()
@@ -387,7 +560,7 @@ pub(in crate::gpu::kernels) fn source(key: &KernelKey) -> Result<String> {
     let x8 = format!("{x8}\n{}", kernel_file!("x_tail"));
     // Shared x reads take their lane from lane_subgroup.wgsl's `Lane` (one invocation per row
     // never reduces).
-    let reduce = match (key.rows > 0, key.uses_subgroups()) {
+    let reduce = match (v.rows > 0, v.uses_subgroups()) {
         (true, true) => concat!(
             kernel_file!("lane_subgroup"),
             kernel_file!("reduce_rows_subgroup")
@@ -401,8 +574,8 @@ pub(in crate::gpu::kernels) fn source(key: &KernelKey) -> Result<String> {
     };
     // The matvec kernels' Params and bindings.
     let io = kernel_file!("matvec_io");
-    let one_value8 = compose::one_value8(key);
-    if key.rows > 0 {
+    let one_value8 = compose::one_value8(v.vec_w);
+    if v.rows > 0 {
         // The chunk of the precision and the x binding and reader it reads (chunk_int8.wgsl
         // brings its own: x's codes; the classic mapping's f32 x is in row_dot.wgsl).
         let x_f32 = format!(
@@ -410,7 +583,7 @@ pub(in crate::gpu::kernels) fn source(key: &KernelKey) -> Result<String> {
             binding::STORAGE_GROUP,
             binding::X
         );
-        let (chunks, x8) = match key.precision {
+        let (chunks, x8) = match v.precision {
             Precision::Int8 => (kernel_file!("chunk_int8"), String::new()),
             Precision::Factored => (kernel_file!("chunk_factored"), format!("{x_f32}{x8}")),
             _ => (kernel_file!("chunk_exact"), format!("{x_f32}{x8}")),
@@ -421,32 +594,32 @@ pub(in crate::gpu::kernels) fn source(key: &KernelKey) -> Result<String> {
             kernel_file!("matvec_rows")
         ));
     }
-    if matches!(key.precision, Precision::Int8) {
+    if matches!(v.precision, Precision::Int8) {
         return Ok(format!(
             "{header}{grids}{module}\n{reduce}\n{io}\n{}\n{}",
-            key.op.wgsl(),
+            op.wgsl(),
             kernel_file!("matvec_q8")
         ));
     }
     // What a chunk is and its dot with x, by precision.
-    let chunks = match key.precision {
+    let chunks = match v.precision {
         Precision::Factored => kernel_file!("chunk_factored"),
         _ => kernel_file!("chunk_exact"),
     };
-    let block = format!("{}\n{}", kernel_file!("row_dot"), block_dot(key));
+    let block = format!("{}\n{}", kernel_file!("row_dot"), block_dot(format, v));
     Ok(format!(
         "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{io}\n{x8}\n{reduce}\n{}\n{block}",
         kernel_file!("rows"),
-        key.op.wgsl()
+        op.wgsl()
     ))
 }
 
-/// x_shared.wgsl, its `x8` for `key.x_lanes` lanes (`subgroupBroadcast` takes a constant
+/// x_shared.wgsl, its `x8` for `v.x_lanes` lanes (`subgroupBroadcast` takes a constant
 /// lane, so the reader is written out here: lane `l` reads values `l, l + lanes, ...` of the
 /// eight, and value `j` is lane `j % lanes`'s read `j / lanes`) and with vec4 x the `xv`
 /// binding [`group_dot`] reads.
-fn x_shared(key: &KernelKey) -> String {
-    let lanes = key.x_lanes;
+fn x_shared(v: &MatVec) -> String {
+    let lanes = v.x_lanes;
     let reads: String = (0..8 / lanes)
         .map(|i| format!("    let s{i} = x[o + {}u + x_lane];\n", i * lanes))
         .collect();
@@ -455,7 +628,7 @@ fn x_shared(key: &KernelKey) -> String {
         let v: Vec<String> = (4 * h..4 * h + 4).map(value).collect();
         format!("vec4<f32>({})", v.join(", "))
     };
-    let xv = if key.vec_x {
+    let xv = if v.vec_x {
         format!(
             "@group({}) @binding({}) var<storage, read> xv: array<vec4<f32>>;\n",
             binding::STORAGE_GROUP,
@@ -508,10 +681,10 @@ fn group_dot(lanes: u32) -> String {
 /// between its two products instead of branching: 32 copies of its branch, unrolled, made
 /// SwiftShader 1.6x slower.) With shared vec4 x, the same through [`group_dot`], four parts
 /// per call.
-fn block_dot(key: &KernelKey) -> String {
-    let parts = (key.format.block_elems() / 8).max(4);
-    let unrolled = key.columns == 1 && key.threads == 1;
-    if key.x_lanes > 1 && key.vec_x {
+fn block_dot(format: Format, v: &MatVec) -> String {
+    let parts = (format.block_elems() / 8).max(4);
+    let unrolled = v.columns == 1 && v.threads == 1;
+    if v.x_lanes > 1 && v.vec_x {
         let groups = parts / 4;
         let body: String = if unrolled {
             (0..groups)
@@ -522,7 +695,7 @@ fn block_dot(key: &KernelKey) -> String {
         };
         return format!(
             "fn block_dot(acc: ptr<function, array<f32, B>>, base: u32, at: u32, k: u32) {{\n{body}}}\n{}",
-            group_dot(key.x_lanes)
+            group_dot(v.x_lanes)
         );
     }
     let body: String = if unrolled {
@@ -778,7 +951,7 @@ pub fn plan_mul(
                 .ok_or_else(|| invalid(format!("matvec {mapping} at {cols} columns")))?;
             (key, mapping)
         };
-        let quantize = (key.precision == Precision::Int8).then(|| {
+        let quantize = (key.precision() == Precision::Int8).then(|| {
             let blocks = cols * s.k / 32;
             QuantizePlan {
                 blocks,

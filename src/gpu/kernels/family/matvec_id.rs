@@ -6,8 +6,8 @@ use super::super::params::MatVecParams;
 use super::super::plan::{
     aligned_rows, invalid, row_runs, span_of, Extent, Plan, RowRun, Shape, Span, WeightLayout,
 };
-use super::super::{KernelKey, Op, MATVEC_THREADS, WORKGROUP_SIZE};
-use super::matvec::push_matvec;
+use super::super::{KernelKey, Variant, MATVEC_THREADS, WORKGROUP_SIZE};
+use super::matvec::{push_matvec, MatVec};
 use crate::gpu::{windows, GpuError};
 use crate::{Format, Result};
 
@@ -15,9 +15,8 @@ impl KernelKey {
     /// matvec_id, `threads` invocations per row.
     pub const fn matvec_id(format: Format, threads: u32, vec_x: bool) -> KernelKey {
         KernelKey {
-            threads,
-            vec_x,
-            ..KernelKey::base(Op::MatVecId, format)
+            format,
+            variant: Variant::MatVecId(MatVec::classic(1, threads, vec_x)),
         }
     }
 }

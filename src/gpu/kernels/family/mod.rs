@@ -1,8 +1,11 @@
-//! The kernel families, one file each: its variant constructors and rules on [`KernelKey`](super::KernelKey), the
-//! variants it compiles (`keys`), its WGSL composition (`source`) and its dispatch plan, pure
-//! (no wgpu). A new variant of a family is its key's arm or field, its rule, its WGSL and its
-//! plan, in that family's file; [`KernelKey::all`](super::KernelKey::all), [`super::kernel_source`], the ABI and
-//! shader-validation tests and the recorder reach it through the family.
+//! The kernel families, one file each: its variant type (an arm of [`Variant`](super::Variant):
+//! [`get_rows::GetRows`], [`matvec::MatVec`] (matvec_id's too), [`matmul::MatMul`]), its
+//! constructors and rules on [`KernelKey`](super::KernelKey), the variants it compiles (`keys`),
+//! its WGSL composition (`source`) and its dispatch plan, pure (no wgpu). A new variant of a
+//! family is a field of its type (with its default, its rule and its name in the type's
+//! `Display`), its WGSL and its plan, in that family's file; [`KernelKey::all`](super::KernelKey::all),
+//! [`super::kernel_source`], the ABI and shader-validation tests and the recorder reach it through
+//! the family.
 //!
 //! * [`get_rows`]: rows by id, bit-exact, as f32, f16 or bf16.
 //! * [`matvec`]: 1 to 8 columns on the classic and the rows mapping, every precision mode; the
