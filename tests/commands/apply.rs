@@ -664,6 +664,7 @@ const CHECK_FIELDS: &[&str] = &[
     "values",
     "max_fraction",
     "failures",
+    "variant",
 ];
 
 /// `verify --op all` on a small file: every matrix with a shader passes all three kernels (the
@@ -777,6 +778,7 @@ fn verify_op_all_passes_with_documented_json() {
                 assert_eq!(c["status"], "skipped", "{c}");
                 assert!(c["reason"].is_string(), "{c}");
                 assert!(c["max_fraction"].is_null() && c["values"] == 0, "{c}");
+                assert!(c["variant"].is_null(), "{c}");
                 continue;
             }
             assert_eq!(c["status"], "pass", "{c}");
@@ -818,6 +820,17 @@ fn verify_op_all_passes_with_documented_json() {
                 other => panic!("unknown op {other}"),
             };
             assert_eq!(c["values"], outputs, "{c}");
+            // The kernels the check's calls ran, by name: their family and type first
+            // (matmul's 17 columns on CPU adapters: matvecs of 16 and 1).
+            let variant = c["variant"].as_str().unwrap();
+            let op = c["op"].as_str().unwrap();
+            let family = if op == "matmul" && variant.starts_with("matvec.") {
+                "matvec"
+            } else {
+                op
+            };
+            let head = format!("{family}.{}.", c["type"].as_str().unwrap());
+            assert!(variant.split(" + ").all(|v| v.starts_with(&head)), "{c}");
         }
         // One op alone: one entry per tensor.
         let o = run(&[

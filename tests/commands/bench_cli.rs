@@ -364,6 +364,20 @@ fn bench_one_weight_times_the_planned_calls_on_one_copy() {
         for r in json["kernels"].as_array().unwrap() {
             assert_eq!(r["one_weight"], false, "{r}");
         }
+        // Per row, the kernel each call ran: Q4_0's factored matvec on 64 invocations and 2
+        // rows (at one column; the largest rows shape's 64x2 at any of its columns).
+        let matvec = json["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["kernel"] == "matvec")
+            .unwrap();
+        assert!(
+            matvec["variant"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("matvec.Q4_0.c1.w64.r2.") && v.ends_with(".fac")),
+            "{matvec}"
+        );
     }
 }
 
@@ -705,6 +719,17 @@ fn check_kernel_row(r: &Json, (k, n): (u64, u64), target: u64) {
         }
         other => panic!("unknown kernel {other}: {r}"),
     }
+    // The kernels one call ran, named by family and type (matmul on CPU adapters: matvecs of
+    // 16 columns).
+    let variant = r["variant"].as_str().unwrap();
+    let family = match kernel {
+        "matmul" if variant.starts_with("matvec.") => "matvec",
+        k => k,
+    };
+    assert!(
+        variant.starts_with(&format!("{family}.{}.", f.name())),
+        "{r}"
+    );
     // The CPU side of recording one call: a kept recorder creates nothing in a steady-state
     // step; the one-shot way creates at least a uniform buffer, its bind group and a storage
     // bind group per call.

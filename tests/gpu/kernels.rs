@@ -7,7 +7,9 @@
 
 use gguf_dequant::formats::sample::{finite_blocks, normal_blocks, Rng};
 use gguf_dequant::gpu::decode::{decode_module, DecodeNames};
-use gguf_dequant::gpu::kernels::{MulMatJob, Operand};
+use gguf_dequant::gpu::kernels::{
+    KernelKey, MulMatJob, Op, Operand, Precision, MATMUL_CPU_COLUMNS,
+};
 use gguf_dequant::gpu::loader::{ResidentPart, ResidentTensor};
 use gguf_dequant::gpu::{buffers, tables, EngineOptions, GpuEngine};
 use gguf_dequant::{cpu, formats, ops, DType, Error, Format, GgufFile};
@@ -153,9 +155,38 @@ fn wide_batches(engine: &GpuEngine) {
                 &want,
                 &got,
             ));
+            // The kernels each call ran, as planned: the tiled matmul, or on CPU adapters
+            // matvecs of MATMUL_CPU_COLUMNS columns and one of the rest.
+            let keys = engine.kernels_for(Op::MatMul, &w, batch as u64).unwrap();
+            if engine.matvec_threads() == 1 {
+                let cols: Vec<u32> = keys
+                    .iter()
+                    .map(|k| k.matvec_variant().unwrap().columns)
+                    .collect();
+                let rest = batch as u32 % MATMUL_CPU_COLUMNS;
+                let mut want = vec![MATMUL_CPU_COLUMNS];
+                want.extend((rest > 0).then_some(rest));
+                assert_eq!(cols, want, "{backend} {f} matmul {batch}: {keys:?}");
+            } else {
+                assert_eq!(keys, [KernelKey::matmul(f)], "{backend} {f}");
+            }
             if batch == 17 {
                 let got = engine.matvec(&w, &x, batch).unwrap();
                 worst = worst.max(within(&format!("{backend} {f} matvec 17"), &want, &got));
+                // Three dispatches of 8, 8 and 1 columns: two kernels, named by their variant.
+                let keys = engine.kernels_for(Op::MatVec, &w, 17).unwrap();
+                let names: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+                assert_eq!(keys.len(), 2, "{backend} {f}: {names:?}");
+                for (key, c) in keys.iter().zip([8, 1]) {
+                    let v = key.matvec_variant().unwrap();
+                    assert_eq!((key.op(), v.columns), (Op::MatVec, c));
+                    assert_eq!(v.precision, Precision::Exact);
+                    if v.rows == 0 {
+                        assert_eq!(v.threads, engine.matvec_threads());
+                    }
+                }
+                let head = format!("matvec.{}.c8.", f.name());
+                assert!(names[0].starts_with(&head), "{names:?}");
             }
         }
         report.push(format!("{f} {worst:.2e}"));

@@ -173,11 +173,19 @@ impl KernelRun<'_> {
                 Op::MatVecId => rows.push(self.matvec_id(&s, step)?),
             }
         }
-        Ok(rows.into_iter().map(|t| self.row(&s, t)).collect())
+        rows.into_iter().map(|t| self.row(&s, t)).collect()
     }
 
-    fn row(&self, s: &Setup, t: Timed) -> KernelResult {
-        KernelResult {
+    fn row(&self, s: &Setup, t: Timed) -> Result<KernelResult> {
+        let variant = self
+            .adapter
+            .engine
+            .kernels_for(t.op, s.weight(0), t.batch as u64)?
+            .iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+            .join(" + ");
+        Ok(KernelResult {
             adapter: self.index,
             format: s.format,
             op: t.op,
@@ -195,7 +203,8 @@ impl KernelRun<'_> {
             dequant: s.dequant,
             unfused: t.unfused,
             recording: t.recording,
-        }
+            variant,
+        })
     }
 
     /// The reference dequantisation, the weight copies and X.

@@ -296,6 +296,9 @@ pub struct KernelResult {
     pub unfused: Option<Unfused>,
     /// The CPU cost of recording one call, the one-shot way and with a kept recorder.
     pub recording: RecordingCost,
+    /// The kernel variants one call ran ([`crate::gpu::GpuEngine::kernels_for`]), by name,
+    /// joined by ` + `: e.g. `matvec.Q4_K.c8.t1.u1.vx.xl8`.
+    pub variant: String,
 }
 
 /// The CPU side of one call: what recording it costs and creates, two ways, each over
@@ -563,6 +566,7 @@ mod tests {
                 kept_seconds: 5e-8,
                 kept_objects: 0,
             },
+            variant: "matvec.Q4_0.c2.t1.u1.vx".into(),
         };
         let near = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
         assert!(near(r.gb_per_s(), 1.152));

@@ -2,8 +2,11 @@
 //! slices, and `record_*` into a caller's encoder, each a thin wrapper over a [`Recorder`] of its
 //! own (the recorder an engine keeps across steps is [`GpuEngine::recorder`]).
 
+use super::family::get_rows::{plan_get_rows, GetRowsCall};
+use super::family::matvec::{plan_mul, MulCall, MulOp};
+use super::family::matvec_id::{plan_matvec_id, MatVecIdCall};
 use super::layout::{BindingKind, Program};
-use super::plan::{invalid, shape};
+use super::plan::{invalid, shape, Extent, Shape};
 use super::{Input, KernelKey, Op, Recorder, MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH};
 use crate::gpu::loader::ResidentTensor;
 use crate::gpu::{buffers, GpuEngine};
@@ -201,6 +204,80 @@ impl GpuEngine {
             Op::MatMul if self.matvec_threads() > 1 => super::Precision::Exact,
             _ => self.precision().honoured(op, format, k),
         }
+    }
+
+    /// The kernels one call of `op` on `w` runs on this engine, in order, each once, as the
+    /// recorder plans it (the policy, the tuner's choice and the precision honoured): `batch`
+    /// columns of X (matvec, matmul; matvec in calls of up to
+    /// [`MATVEC_MAX_BATCH`](super::MATVEC_MAX_BATCH), as [`GpuEngine::matvec`] makes them), ids
+    /// gathered into f32 (get_rows), or tokens of one expert slot each (matvec_id), every
+    /// operand a buffer of its own. Their names ([`KernelKey`]'s
+    /// `Display`, e.g. `matvec.Q4_K.c1.t32.u4.vx.sg`) are the variant `bench`, `verify` and
+    /// `apply` report per call. Errors: a call the kernels refuse.
+    pub fn kernels_for(&self, op: Op, w: &ResidentTensor, batch: u64) -> Result<Vec<KernelKey>> {
+        let set = &self.kernels;
+        let weight = w.layout();
+        let s = Shape::of(&weight)?;
+        let bytes = |values: u64| Extent {
+            offset: 0,
+            len: values.saturating_mul(4).next_multiple_of(16),
+        };
+        let mut keys: Vec<KernelKey> = Vec::new();
+        match op {
+            Op::MatVec | Op::MatMul => {
+                // matvec: in calls of up to 8 columns, as GpuEngine::matvec makes them.
+                let per_call = match op {
+                    Op::MatVec => MATVEC_MAX_BATCH as u64,
+                    _ => batch.max(1),
+                };
+                let mut c0 = 0;
+                while c0 < batch.max(1) {
+                    let cols = per_call.min(batch - c0);
+                    let call = MulCall {
+                        weight: weight.clone(),
+                        batch: cols,
+                        x: bytes(cols.saturating_mul(s.k)),
+                        y: bytes(cols.saturating_mul(s.rows)),
+                        op: if op == Op::MatVec {
+                            MulOp::MatVec(None)
+                        } else {
+                            MulOp::MatMul
+                        },
+                    };
+                    let plan = plan_mul(&set.plan, &call, &|key| set.mapping(key))?;
+                    for g in plan.groups {
+                        if !keys.contains(&g.key) {
+                            keys.push(g.key);
+                        }
+                    }
+                    c0 += cols.max(1);
+                }
+            }
+            Op::GetRows => {
+                let call = GetRowsCall {
+                    weight,
+                    dtype: DType::F32,
+                    n_ids: batch,
+                    ids: bytes(batch),
+                    out: bytes(batch.saturating_mul(s.k)),
+                };
+                keys.push(plan_get_rows(&set.plan, &call)?.key);
+            }
+            Op::MatVecId => {
+                let n = w.dims.get(1).copied().unwrap_or(1);
+                let call = MatVecIdCall {
+                    weight,
+                    tokens: batch,
+                    slots: 1,
+                    x_per_slot: false,
+                    x: bytes(batch.saturating_mul(s.k)),
+                    ids: bytes(batch),
+                    y: bytes(batch.saturating_mul(n)),
+                };
+                keys.push(plan_matvec_id(&set.plan, &call)?.key);
+            }
+        }
+        Ok(keys)
     }
 
     /// Weight rows and X columns one pass of [`GpuEngine::record_matmul`] covers: the tiled

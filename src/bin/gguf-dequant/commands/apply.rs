@@ -115,9 +115,12 @@ pub fn run(args: &ApplyArgs) -> Result<()> {
         check_shader(&args.file, info)?;
     }
     let start = Instant::now();
-    let y = match &engine {
-        Some(engine) => on_gpu(engine, &file, &weight, args.op, &input)?,
-        None => on_cpu(&file, &weight, args.op, &input)?,
+    let (y, variant) = match &engine {
+        Some(engine) => {
+            let (y, variant) = on_gpu(engine, &file, &weight, args.op, &input)?;
+            (y, Some(variant))
+        }
+        None => (on_cpu(&file, &weight, args.op, &input)?, None),
     };
     let secs = start.elapsed().as_secs_f64();
     let shape = match &input {
@@ -145,10 +148,13 @@ pub fn run(args: &ApplyArgs) -> Result<()> {
     )?;
     if !args.quiet {
         let place = match (&engine, args.op.inputs()) {
-            (Some(e), _) => match e.precision_for(args.op, info.format, weight.k) {
-                Precision::Exact => describe(e),
-                p => format!("{} in precision {p}", describe(e)),
-            },
+            (Some(e), _) => {
+                let kernels = variant.as_deref().unwrap_or_default();
+                match e.precision_for(args.op, info.format, weight.k) {
+                    Precision::Exact => format!("{} ({kernels})", describe(e)),
+                    p => format!("{} in precision {p} ({kernels})", describe(e)),
+                }
+            }
             (None, Inputs::Ids) => "the CPU (the codec's values)".into(),
             (None, _) => "the CPU (f64 reference rounded to f32)".into(),
         };
@@ -432,20 +438,33 @@ fn engine(
 
 /// The tensor made resident raw (the loader splits one larger than a buffer on whole rows), then
 /// the kernel.
+/// `op` on the GPU, with the kernel variants it ran, by name, joined by ` + `.
 fn on_gpu(
     engine: &Arc<GpuEngine>,
     file: &GgufFile,
     w: &Weight<'_>,
     op: Op,
     input: &Input,
-) -> Result<Vec<f32>> {
+) -> Result<(Vec<f32>, String)> {
     let loader = WeightLoader::with_engine(engine.clone(), LoadOptions::default());
     let name = &w.info.name;
     let model = loader.load(file, &Selection::names([name.clone()]), Residency::Raw)?;
     let t = model
         .get(name)
         .ok_or_else(|| GpuError::Invariant(format!("the loader did not load tensor {name:?}")))?;
-    Ok(engine.run(op, t, &input.kernel_input())?)
+    let y = engine.run(op, t, &input.kernel_input())?;
+    let calls = match input {
+        Input::Ids(ids) => ids.len(),
+        Input::X { batch, .. } => *batch,
+        Input::XIds { ids, slots, .. } => ids.len() / slots.max(&1),
+    };
+    let variant = engine
+        .kernels_for(op, t, calls as u64)?
+        .iter()
+        .map(|k| k.to_string())
+        .collect::<Vec<_>>()
+        .join(" + ");
+    Ok((y, variant))
 }
 
 /// The CPU reference: the codec's rows, or f64 sums rounded to f32.

@@ -51,6 +51,8 @@ struct Check {
     exact: bool,
     /// The kernel refused the tensor (a shape or a size it cannot take).
     error: Option<String>,
+    /// The kernel variants the calls ran, by name (`GpuEngine::kernels_for`), each once.
+    variants: Vec<String>,
 }
 
 impl Check {
@@ -63,6 +65,7 @@ impl Check {
             failures: 0,
             exact: false,
             error: None,
+            variants: Vec::new(),
         }
     }
 
@@ -320,6 +323,16 @@ fn check_op(
             }
             Err(e) => return Err(e.into()),
         };
+        let tokens = match &owned {
+            Owned::XIds(_, ids, _) => ids.len() / ID_SLOTS,
+            other => other.batch(),
+        };
+        for key in engine.kernels_for(op, w, tokens as u64)? {
+            let name = key.to_string();
+            if !c.variants.contains(&name) {
+                c.variants.push(name);
+            }
+        }
         let k = w.dims.first().copied().unwrap_or(1);
         let precision = engine.precision_for(op, w.format, k);
         let want = ops::reference_in(precision, op, w.format, blocks, &w.dims, &input)?;
@@ -356,7 +369,7 @@ fn report_json(r: &TensorReport<'_>, ops: &[Op]) -> Vec<Json> {
                 json!({
                     "status": "skipped", "reason": reason, "row_start": Json::Null,
                     "rows_checked": 0, "batches": [], "values": 0, "max_fraction": Json::Null,
-                    "failures": 0,
+                    "failures": 0, "variant": Json::Null,
                 }),
             );
             out.push(j);
@@ -376,7 +389,7 @@ fn report_json(r: &TensorReport<'_>, ops: &[Op]) -> Vec<Json> {
                 "status": if c.ok() { "pass" } else { "fail" }, "reason": c.error,
                 "row_start": r.sample.start, "rows_checked": r.sample.end - r.sample.start,
                 "batches": c.batches, "values": c.values, "max_fraction": fraction,
-                "failures": c.failures,
+                "failures": c.failures, "variant": c.variants.join(" + "),
             }),
         );
         out.push(j);
@@ -523,6 +536,21 @@ fn write_table(
         write!(out, "; {skipped} tensors skipped")?;
         if ops.contains(&Op::MatVec) {
             write!(out, "; matvec variant {}", super::variant_name(engine))?;
+        }
+        let mut variants: Vec<&str> = Vec::new();
+        for v in checked
+            .iter()
+            .flat_map(|r| &r.checks)
+            .flat_map(|c| &c.variants)
+        {
+            if !variants.contains(&v.as_str()) {
+                variants.push(v);
+            }
+        }
+        match variants.len() {
+            0 => {}
+            1..=3 => write!(out, "; kernels run: {}", variants.join(", "))?,
+            n => write!(out, "; {n} kernel variants run (--json names each check's)")?,
         }
         if sub > 0 {
             write!(

@@ -239,6 +239,10 @@ pub struct KernelRow {
     /// Kept recording's CPU time per call ÷ the call's GPU time.
     #[serde(default)]
     pub recording_share: Option<f64>,
+    /// The kernel variants one call ran, by name, joined by ` + ` (e.g.
+    /// `matvec.Q4_K.c8.t1.u1.vx.xl8`; absent in older reports).
+    #[serde(default)]
+    pub variant: Option<String>,
 }
 
 impl KernelRow {
@@ -444,6 +448,7 @@ fn kernel_row(report: &BenchReport, r: &KernelResult) -> KernelRow {
         recording_one_shot_us: finite(Some(r.recording.one_shot_per_dispatch() * 1e6)),
         recording_one_shot_objects: finite(Some(r.recording.one_shot_objects)),
         recording_share: finite(Some(r.recording_share())),
+        variant: Some(r.variant.clone()),
     }
 }
 

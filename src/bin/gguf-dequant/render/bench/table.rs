@@ -179,8 +179,11 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
              each timed over `pairs` calls likewise), fused× = (f16 deq + f16 mv) ÷ ms; rec µs = CPU \
              time to record one dispatch with a kept Recorder (steady state), objs = wgpu objects \
              its steady-state step created; 1shot = the same for GpuEngine::record_* (a recorder \
-             of its own per call: µs per dispatch, objects per call); matvec_id: one token, {} of \
-             {} experts of N / {} rows",
+             of its own per call: µs per dispatch, objects per call); variant = the kernels one call \
+             ran (GpuEngine::kernels_for: family.TYPE, then columns, .t invocations per row or .w \
+             per workgroup with .r rows, .u chunks per step, .vx vec4 x, .vw four-word weight \
+             reads, .sg subgroup reduction, .int/.fac precision, .xl lanes sharing x); \
+             matvec_id: one token, {} of {} experts of N / {} rows",
             report.runs,
             if report.kernels.iter().any(|r| r.one_weight) {
                 "on one weight copy (--one-weight: it stays in the GPU's caches where it fits)"
@@ -217,7 +220,7 @@ fn write_kernels(rows: &[&KernelResult], i: usize, out: &mut dyn Write) -> std::
     writeln!(out, "kernels on adapter {i}:")?;
     writeln!(
         out,
-        "{:<8} {:<9} {:<12} {:>5} {:>7} {:>9} {:>7} {:>7} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>5} {:>8} {:>7} {:>7} {:>5} {:>5}",
+        "{:<8} {:<9} {:<12} {:>5} {:>7} {:>9} {:>7} {:>7} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>5} {:>8} {:>7} {:>7} {:>5} {:>5}  variant",
         "type",
         "kernel",
         "K×N",
@@ -244,7 +247,7 @@ fn write_kernels(rows: &[&KernelResult], i: usize, out: &mut dyn Write) -> std::
         let rec = r.recording;
         writeln!(
             out,
-            "{:<8} {:<9} {:<12} {:>5} {:>7.2} {} {} {} {} {} {} {} {} {} {:>5} {} {} {} {:>5} {}",
+            "{:<8} {:<9} {:<12} {:>5} {:>7.2} {} {} {} {} {} {} {} {} {} {:>5} {} {} {} {:>5} {}  {}",
             r.format.name(),
             r.op.name(),
             r.shape.to_string(),
@@ -265,6 +268,7 @@ fn write_kernels(rows: &[&KernelResult], i: usize, out: &mut dyn Write) -> std::
             cell(Some(rec.one_shot_per_dispatch() * 1e6), 1, 7),
             rec.kept_objects,
             cell(Some(rec.one_shot_objects), 1, 5),
+            r.variant,
         )?;
     }
     writeln!(
