@@ -22,8 +22,8 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let dl = d * f32(i32(ls) - 32);
     let at = base + IQ4_XS_QS + 16u * ib + 8u * (q & 1u);
     let sh = 4u * (q >> 1u);
-    let lo = table4(KVALUES_IQ4NL, bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu));
-    let hi = table4(KVALUES_IQ4NL, bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu));
+    let lo = table4(KVALUES_IQ4NL, bytes4((load_word(at) >> sh) & 0x0F0F0F0Fu));
+    let hi = table4(KVALUES_IQ4NL, bytes4((load_word(at + 4u) >> sh) & 0x0F0F0F0Fu));
     return bits8(dl * vec4<f32>(lo), dl * vec4<f32>(hi));
 }
 
@@ -39,7 +39,7 @@ fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let dl = f16_le(base + IQ4_XS_D) * f32(i32(ls) - 32);
     let at = base + IQ4_XS_QS + 16u * ib + 8u * (q & 1u);
     let sh = 4u * (q >> 1u);
-    let lo = pack_i8(table4(KVALUES_IQ4NL, bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu)));
-    let hi = pack_i8(table4(KVALUES_IQ4NL, bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu)));
+    let lo = pack_i8(table4(KVALUES_IQ4NL, bytes4((load_word(at) >> sh) & 0x0F0F0F0Fu)));
+    let hi = pack_i8(table4(KVALUES_IQ4NL, bytes4((load_word(at + 4u) >> sh) & 0x0F0F0F0Fu)));
     return qpart(lo, hi, dl, 0.0);
 }

@@ -14,7 +14,7 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let dd = ue4m3_half(load_u8(base + NVFP4_D + s));
     let at = base + NVFP4_QS + 8u * s;
     let sh = 4u * (part & 1u);
-    let lo = table4(KVALUES_FP4, bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu));
-    let hi = table4(KVALUES_FP4, bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu));
+    let lo = table4(KVALUES_FP4, bytes4((load_word(at) >> sh) & 0x0F0F0F0Fu));
+    let hi = table4(KVALUES_FP4, bytes4((load_word(at + 4u) >> sh) & 0x0F0F0F0Fu));
     return bits8(vec4<f32>(lo) * dd, vec4<f32>(hi) * dd);
 }

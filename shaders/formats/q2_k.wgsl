@@ -30,5 +30,5 @@ fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let ml = f16_le(base + Q2_K_DMIN) * f32(s >> 4u);
     let at = base + Q2_K_QS + 32u * (part >> 4u) + 8u * (part & 3u);
     let sh = 2u * ((part >> 2u) & 3u);
-    return qpart((load_u32(at) >> sh) & 0x03030303u, (load_u32(at + 4u) >> sh) & 0x03030303u, dl, -ml);
+    return qpart((load_word(at) >> sh) & 0x03030303u, (load_word(at + 4u) >> sh) & 0x03030303u, dl, -ml);
 }

@@ -20,5 +20,5 @@ const QPART8_MIN: bool = true;
 fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let at = base + Q4_1_QS + 8u * (part & 1u);
     let sh = 4u * (part >> 1u);
-    return qpart((load_u32(at) >> sh) & 0x0F0F0F0Fu, (load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu, f16_le(base + Q4_1_D), f16_le(base + Q4_1_M));
+    return qpart((load_word(at) >> sh) & 0x0F0F0F0Fu, (load_word(at + 4u) >> sh) & 0x0F0F0F0Fu, f16_le(base + Q4_1_D), f16_le(base + Q4_1_M));
 }

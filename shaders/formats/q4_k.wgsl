@@ -32,5 +32,5 @@ fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let m1 = f16_le(base + Q4_K_DMIN) * f32(sm.y);
     let at = base + Q4_K_QS + 32u * (j >> 1u) + 8u * (part & 3u);
     let sh = 4u * (j & 1u);
-    return qpart((load_u32(at) >> sh) & 0x0F0F0F0Fu, (load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu, d1, -m1);
+    return qpart((load_word(at) >> sh) & 0x0F0F0F0Fu, (load_word(at + 4u) >> sh) & 0x0F0F0F0Fu, d1, -m1);
 }

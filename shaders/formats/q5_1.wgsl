@@ -19,10 +19,10 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
 const QPART8_MIN: bool = true;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {
-    let hb = (load_u32(base + Q5_1_QH) >> (8u * part)) & 0xFFu;
+    let hb = (load_word(base + Q5_1_QH) >> (8u * part)) & 0xFFu;
     let at = base + Q5_1_QS + 8u * (part & 1u);
     let sh = 4u * (part >> 1u);
-    let lo = ((load_u32(at) >> sh) & 0x0F0F0F0Fu) | (spread4(hb) << 4u);
-    let hi = ((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu) | (spread4(hb >> 4u) << 4u);
+    let lo = ((load_word(at) >> sh) & 0x0F0F0F0Fu) | (spread4(hb) << 4u);
+    let hi = ((load_word(at + 4u) >> sh) & 0x0F0F0F0Fu) | (spread4(hb >> 4u) << 4u);
     return qpart(lo, hi, f16_le(base + Q5_1_D), f16_le(base + Q5_1_M));
 }

@@ -34,7 +34,7 @@ fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let at = base + Q5_K_QS + 32u * (j >> 1u) + l;
     let hb = base + Q5_K_QH + l;
     let sh = 4u * (j & 1u);
-    let lo = ((load_u32(at) >> sh) & 0x0F0F0F0Fu) | (((load_u32(hb) >> j) & 0x01010101u) << 4u);
-    let hi = ((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu) | (((load_u32(hb + 4u) >> j) & 0x01010101u) << 4u);
+    let lo = ((load_word(at) >> sh) & 0x0F0F0F0Fu) | (((load_word(hb) >> j) & 0x01010101u) << 4u);
+    let hi = ((load_word(at + 4u) >> sh) & 0x0F0F0F0Fu) | (((load_word(hb + 4u) >> j) & 0x01010101u) << 4u);
     return qpart(lo, hi, d1, -m1);
 }

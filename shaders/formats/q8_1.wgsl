@@ -11,5 +11,5 @@ const Q8_1_QS: u32 = 4u;   // int8[32]
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let d = f16_le(base + Q8_1_D);
     let at = base + Q8_1_QS + 8u * part;
-    return bits8(vec4<f32>(sbytes4(load_u32(at))) * d, vec4<f32>(sbytes4(load_u32(at + 4u))) * d);
+    return bits8(vec4<f32>(sbytes4(load_word(at))) * d, vec4<f32>(sbytes4(load_word(at + 4u))) * d);
 }

@@ -29,10 +29,10 @@ fn q8_k_mul_subnormal(db: u32, q: vec4<i32>) -> vec4<u32> {
 }
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    let db = load_u32(base + Q8_K_D);
+    let db = load_word(base + Q8_K_D);
     let at = base + Q8_K_QS + 8u * part;
-    let lo = sbytes4(load_u32(at));
-    let hi = sbytes4(load_u32(at + 4u));
+    let lo = sbytes4(load_word(at));
+    let hi = sbytes4(load_word(at + 4u));
     let d = bitcast<f32>(db);
     let product = bits8(d * vec4<f32>(lo), d * vec4<f32>(hi));
     let subnormal = (db & EXP_MASK_F32) == 0u;

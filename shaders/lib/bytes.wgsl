@@ -38,8 +38,25 @@ fn load_u32x4(byte: u32) -> vec4<u32> {
     return (lo >> vec4<u32>(sh)) | (hi << vec4<u32>(32u - sh));
 }
 
-// The little-endian u16 at tile offset `byte` (any alignment), in bits 0..16.
+// The little-endian u32 at tile offset `byte`, a multiple of 4 bytes into its block: one word
+// load where BLOCK_BYTES is a multiple of 4. Every caller lays blocks out from the first byte of
+// a word (the dequantiser's tile, the kernels' rows and parts, a bound resident tensor), so
+// there every block starts on a word and the read never straddles two; otherwise load_u32.
+fn load_word(byte: u32) -> u32 {
+    if (BLOCK_BYTES % 4u == 0u) {
+        return tile[byte >> 2u];
+    }
+    return load_u32(byte);
+}
+
+// The little-endian u16 at tile offset `byte`, in bits 0..16. Where BLOCK_BYTES is even, every
+// block starts on an even byte (as above) and every u16 field of the format lies at an even
+// offset in it (ggml's structs align them), so the u16 is inside one word: one load. Otherwise
+// at any alignment.
 fn load_u16(byte: u32) -> u32 {
+    if (BLOCK_BYTES % 2u == 0u) {
+        return (tile[byte >> 2u] >> ((byte & 2u) * 8u)) & 0xFFFFu;
+    }
     return load_u32(byte) & 0xFFFFu;
 }
 

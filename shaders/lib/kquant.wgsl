@@ -9,8 +9,8 @@
 // K[j-4], K[j], K[j+4] for j >= 4, so both cases come from the same three bytes.
 fn get_scale_min_k4(j: u32, k: u32) -> vec2<u32> {
     let sh = 8u * (j & 3u);
-    let ab = (vec2<u32>(load_u32(k), load_u32(k + 4u)) >> vec2<u32>(sh)) & vec2<u32>(0xFFu);
-    let c = (load_u32(k + 8u) >> sh) & 0xFFu;
+    let ab = (vec2<u32>(load_word(k), load_word(k + 4u)) >> vec2<u32>(sh)) & vec2<u32>(0xFFu);
+    let c = (load_word(k + 8u) >> sh) & 0xFFu;
     let low = ab & vec2<u32>(63u);
     let high = vec2<u32>(c & 0xFu, c >> 4u) | ((ab >> vec2<u32>(6u)) << vec2<u32>(4u));
     return select(high, low, j < 4u);

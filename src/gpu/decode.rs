@@ -23,6 +23,10 @@
 //! ([`Format::binds_grids`]) also `var<storage, read> GRIDS: array<u32>` holding
 //! [`super::tables::words`] (several formats may share one). A read may touch the word after a
 //! block's last byte: bind whole words (resident buffers are padded). Byte offsets are u32.
+//! Blocks start as far into a word as the format's size allows: `base` a multiple of 4 where
+//! `pBLOCK_BYTES` is one (Q4_K, Q5_K, Q8_K, Q2_K, Q4_1, Q5_1, Q8_1, IQ4_XS, IQ1_M, NVFP4, F32) and
+//! even where it is even, as rows of whole blocks from the start of a binding give; the decoder
+//! then reads their fields a word at a time.
 //!
 //! ```
 //! use gguf_dequant::gpu::decode::{decode_module, DecodeNames};

@@ -258,6 +258,15 @@ fn check_runs(plan: &Plan, w: &Weight, s: &Shape, runs: &[RowRun]) {
         );
         assert!(r.size <= plan.max_binding, "{r:?}");
         assert!(r.skip + r.count * s.row_bytes <= r.size + 3, "{r:?}");
+        // Every block starts as far into a word as its format's size allows (a multiple of 4
+        // bytes for Q4_K's 144, of 2 for Q6_K's 210): the decoders' word and u16 loads
+        // (shaders/lib/bytes.wgsl) rely on it.
+        let a = match s.format.block_bytes() % 4 {
+            0 => 4,
+            2 => 2,
+            _ => 1,
+        };
+        assert_eq!((r.skip % a, s.row_bytes % a), (0, 0), "{r:?} {s:?}");
         assert!(part.elements.start <= r.first * s.k, "{r:?} {part:?}");
         assert!(
             (r.first + r.count) * s.k <= part.elements.end.next_multiple_of(s.k),
