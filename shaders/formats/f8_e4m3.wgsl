@@ -11,5 +11,6 @@ fn e4m3x4(w: u32) -> vec4<u32> {
 }
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
-    return array<vec4<u32>, 2>(e4m3x4(load_u32(base)), e4m3x4(load_u32(base + 4u)));
+    let q = load_u32x2(base);
+    return array<vec4<u32>, 2>(e4m3x4(q.x), e4m3x4(q.y));
 }

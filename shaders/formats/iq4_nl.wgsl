@@ -11,8 +11,9 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let d = f16_le(base + IQ4_NL_D);
     let at = base + IQ4_NL_QS + 8u * (part & 1u);
     let sh = 4u * (part >> 1u);
-    let lo = table4(KVALUES_IQ4NL, bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu));
-    let hi = table4(KVALUES_IQ4NL, bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu));
+    let q = (load_u32x2(at) >> vec2<u32>(sh)) & vec2<u32>(0x0F0F0F0Fu);
+    let lo = table4(KVALUES_IQ4NL, bytes4(q.x));
+    let hi = table4(KVALUES_IQ4NL, bytes4(q.y));
     return bits8(d * vec4<f32>(lo), d * vec4<f32>(hi));
 }
 
@@ -23,7 +24,8 @@ const QPART8_MIN: bool = false;
 fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let at = base + IQ4_NL_QS + 8u * (part & 1u);
     let sh = 4u * (part >> 1u);
-    let lo = pack_i8(table4(KVALUES_IQ4NL, bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu)));
-    let hi = pack_i8(table4(KVALUES_IQ4NL, bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu)));
+    let q = (load_u32x2(at) >> vec2<u32>(sh)) & vec2<u32>(0x0F0F0F0Fu);
+    let lo = pack_i8(table4(KVALUES_IQ4NL, bytes4(q.x)));
+    let hi = pack_i8(table4(KVALUES_IQ4NL, bytes4(q.y)));
     return qpart(lo, hi, f16_le(base + IQ4_NL_D), 0.0);
 }

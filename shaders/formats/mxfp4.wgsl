@@ -23,7 +23,8 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let e = load_u8(base + MXFP4_E);
     let at = base + MXFP4_QS + 8u * (part & 1u);
     let sh = 4u * (part >> 1u);
-    let lo = bytes4((load_u32(at) >> sh) & 0x0F0F0F0Fu);
-    let hi = bytes4((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu);
+    let q = (load_u32x2(at) >> vec2<u32>(sh)) & vec2<u32>(0x0F0F0F0Fu);
+    let lo = bytes4(q.x);
+    let hi = bytes4(q.y);
     return array<vec4<u32>, 2>(fp4x4(lo, e), fp4x4(hi, e));
 }

@@ -40,8 +40,10 @@ fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let hm = base + Q3_K_HMASK + l;
     let sh = 2u * g;
     let hs = 4u * h + g;
-    let lo = ((load_u32(at) >> sh) & 0x03030303u) | (((load_u32(hm) >> hs) & 0x01010101u) << 2u);
-    let hi = ((load_u32(at + 4u) >> sh) & 0x03030303u) | (((load_u32(hm + 4u) >> hs) & 0x01010101u) << 2u);
+    let q = ((load_u32x2(at) >> vec2<u32>(sh)) & vec2<u32>(0x03030303u))
+        | (((load_u32x2(hm) >> vec2<u32>(hs)) & vec2<u32>(0x01010101u)) << vec2<u32>(2u));
+    let lo = q.x;
+    let hi = q.y;
     let c = 0x04040404u;
     return qpart(sub_bytes(lo, c), sub_bytes(hi, c), dl, 0.0);
 }

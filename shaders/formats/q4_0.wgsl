@@ -21,5 +21,6 @@ fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let at = base + Q4_0_QS + 8u * (part & 1u);
     let sh = 4u * (part >> 1u);
     let c = 0x08080808u;
-    return qpart(sub_bytes((load_u32(at) >> sh) & 0x0F0F0F0Fu, c), sub_bytes((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu, c), d, 0.0);
+    let q = (load_u32x2(at) >> vec2<u32>(sh)) & vec2<u32>(0x0F0F0F0Fu);
+    return qpart(sub_bytes(q.x, c), sub_bytes(q.y, c), d, 0.0);
 }

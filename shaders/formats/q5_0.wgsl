@@ -22,8 +22,9 @@ fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let hb = (load_u32(base + Q5_0_QH) >> (8u * part)) & 0xFFu;
     let at = base + Q5_0_QS + 8u * (part & 1u);
     let sh = 4u * (part >> 1u);
-    let lo = ((load_u32(at) >> sh) & 0x0F0F0F0Fu) | (spread4(hb) << 4u);
-    let hi = ((load_u32(at + 4u) >> sh) & 0x0F0F0F0Fu) | (spread4(hb >> 4u) << 4u);
+    let q = (load_u32x2(at) >> vec2<u32>(sh)) & vec2<u32>(0x0F0F0F0Fu);
+    let lo = q.x | (spread4(hb) << 4u);
+    let hi = q.y | (spread4(hb >> 4u) << 4u);
     let c = 0x10101010u;
     return qpart(sub_bytes(lo, c), sub_bytes(hi, c), f16_le(base + Q5_0_D), 0.0);
 }

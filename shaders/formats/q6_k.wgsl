@@ -33,8 +33,10 @@ fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let qh = base + Q6_K_QH + 32u * h + l;
     let sl = 4u * (quad >> 1u);
     let shh = 2u * quad;
-    let lo = ((load_u32(ql) >> sl) & 0x0F0F0F0Fu) | (((load_u32(qh) >> shh) & 0x03030303u) << 4u);
-    let hi = ((load_u32(ql + 4u) >> sl) & 0x0F0F0F0Fu) | (((load_u32(qh + 4u) >> shh) & 0x03030303u) << 4u);
+    let q = ((load_u32x2(ql) >> vec2<u32>(sl)) & vec2<u32>(0x0F0F0F0Fu))
+        | (((load_u32x2(qh) >> vec2<u32>(shh)) & vec2<u32>(0x03030303u)) << vec2<u32>(4u));
+    let lo = q.x;
+    let hi = q.y;
     let c = 0x20202020u;
     return qpart(sub_bytes(lo, c), sub_bytes(hi, c), dl, 0.0);
 }

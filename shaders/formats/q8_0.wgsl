@@ -17,5 +17,6 @@ const QPART8_MIN: bool = false;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let at = base + Q8_0_QS + 8u * part;
-    return qpart(load_u32(at), load_u32(at + 4u), f16_le(base + Q8_0_D), 0.0);
+    let q = load_u32x2(at);
+    return qpart(q.x, q.y, f16_le(base + Q8_0_D), 0.0);
 }

@@ -21,5 +21,6 @@ fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let at = base + TQ2_0_QS + 32u * (part >> 4u) + 8u * (part & 3u);
     let sh = 2u * ((part >> 2u) & 3u);
     let c = 0x01010101u;
-    return qpart(sub_bytes((load_u32(at) >> sh) & 0x03030303u, c), sub_bytes((load_u32(at + 4u) >> sh) & 0x03030303u, c), f16_le(base + TQ2_0_D), 0.0);
+    let q = (load_u32x2(at) >> vec2<u32>(sh)) & vec2<u32>(0x03030303u);
+    return qpart(sub_bytes(q.x, c), sub_bytes(q.y, c), f16_le(base + TQ2_0_D), 0.0);
 }

@@ -21,6 +21,17 @@ fn load_u32(byte: u32) -> u32 {
     return (tile[w] >> sh) | hi;
 }
 
+// The 8 bytes at tile offset `byte` (any alignment) as two little-endian u32: three word loads
+// shifted together, where two load_u32 calls would make four.
+fn load_u32x2(byte: u32) -> vec2<u32> {
+    let w = byte >> 2u;
+    let sh = (byte & 3u) * 8u;
+    let lo = vec2<u32>(tile[w], tile[w + 1u]);
+    let hi = vec2<u32>(lo.y, tile[w + 2u]);
+    // As in load_u32, the shift by 32 - sh is taken mod 32: the select keeps the aligned words.
+    return select((lo >> vec2<u32>(sh)) | (hi << vec2<u32>((32u - sh) & 31u)), lo, sh == 0u);
+}
+
 // The 16 bytes at tile offset `byte` (any alignment) as four little-endian u32: four word loads
 // when aligned, else five shifted together, where four load_u32 calls would make eight.
 fn load_u32x4(byte: u32) -> vec4<u32> {
