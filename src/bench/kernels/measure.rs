@@ -14,7 +14,9 @@ use crate::bench::budget::Measured;
 use crate::bench::rotation::{plan_rotation, Rotation, HOST_CAP};
 use crate::bench::timing::{time_gpu, BenchAdapter, GpuFigures, Runs};
 use crate::formats::sample::{normal_blocks, Rng};
-use crate::gpu::kernels::{GetRowsJob, Job, MatVecIdJob, MulMatJob, Op, Operand, Recorder};
+use crate::gpu::kernels::{
+    GetRowsJob, Job, KernelKey, MatVecIdJob, MulMatJob, Op, Operand, Recorder,
+};
 use crate::gpu::loader::ResidentTensor;
 use crate::gpu::{buffers, roofline, DequantJob};
 use crate::{DType, Format, Result};
@@ -177,14 +179,8 @@ impl KernelRun<'_> {
     }
 
     fn row(&self, s: &Setup, t: Timed) -> Result<KernelResult> {
-        let variant = self
-            .adapter
-            .engine
-            .kernels_for(t.op, s.weight(0), t.batch as u64)?
-            .iter()
-            .map(|k| k.to_string())
-            .collect::<Vec<_>>()
-            .join(" + ");
+        let engine = &self.adapter.engine;
+        let variant = KernelKey::names(&engine.kernels_for(t.op, s.weight(0), t.batch as u64)?);
         Ok(KernelResult {
             adapter: self.index,
             format: s.format,

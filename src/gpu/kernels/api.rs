@@ -226,31 +226,31 @@ impl GpuEngine {
         match op {
             Op::MatVec | Op::MatMul => {
                 // matvec: in calls of up to 8 columns, as GpuEngine::matvec makes them.
-                let per_call = match op {
-                    Op::MatVec => MATVEC_MAX_BATCH as u64,
-                    _ => batch.max(1),
+                let (per_call, mul) = match op {
+                    Op::MatVec => (MATVEC_MAX_BATCH as u64, MulOp::MatVec(None)),
+                    _ => (batch, MulOp::MatMul),
                 };
-                let mut c0 = 0;
-                while c0 < batch.max(1) {
-                    let cols = per_call.min(batch - c0);
+                let mut left = batch;
+                loop {
+                    let cols = left.min(per_call);
                     let call = MulCall {
                         weight: weight.clone(),
                         batch: cols,
                         x: bytes(cols.saturating_mul(s.k)),
                         y: bytes(cols.saturating_mul(s.rows)),
-                        op: if op == Op::MatVec {
-                            MulOp::MatVec(None)
-                        } else {
-                            MulOp::MatMul
-                        },
+                        op: mul,
                     };
+                    // A call the kernels refuse (no columns, too many) is the plan's error.
                     let plan = plan_mul(&set.plan, &call, &|key| set.mapping(key))?;
                     for g in plan.groups {
                         if !keys.contains(&g.key) {
                             keys.push(g.key);
                         }
                     }
-                    c0 += cols.max(1);
+                    left -= cols;
+                    if left == 0 {
+                        return Ok(keys);
+                    }
                 }
             }
             Op::GetRows => {

@@ -61,6 +61,15 @@ impl KernelKey {
         }
     }
 
+    /// The names of `keys` (their `Display`) joined by ` + `: how reports write the kernels one
+    /// call ran ([`crate::gpu::GpuEngine::kernels_for`]).
+    pub fn names(keys: &[KernelKey]) -> String {
+        keys.iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+            .join(" + ")
+    }
+
     /// Every kernel the engine can compile: each family's variants ([`super::family`]) for
     /// each format with a shader.
     pub fn all() -> Vec<KernelKey> {

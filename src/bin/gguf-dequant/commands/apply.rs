@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use gguf_dequant::gguf::TensorInfo;
-use gguf_dequant::gpu::kernels::{Input as KernelInput, Inputs, Mapping, Op, Precision};
+use gguf_dequant::gpu::kernels::{Input as KernelInput, Inputs, KernelKey, Mapping, Op, Precision};
 use gguf_dequant::gpu::loader::{LoadOptions, Residency, WeightLoader};
 use gguf_dequant::gpu::{GpuEngine, GpuError};
 use gguf_dequant::output::{self, OutputFormat, OutputTensor};
@@ -437,8 +437,7 @@ fn engine(
 }
 
 /// The tensor made resident raw (the loader splits one larger than a buffer on whole rows), then
-/// the kernel.
-/// `op` on the GPU, with the kernel variants it ran, by name, joined by ` + `.
+/// the kernel; with the names of the kernel variants it ran ([`KernelKey::names`]).
 fn on_gpu(
     engine: &Arc<GpuEngine>,
     file: &GgufFile,
@@ -458,13 +457,10 @@ fn on_gpu(
         Input::X { batch, .. } => *batch,
         Input::XIds { ids, slots, .. } => ids.len() / slots.max(&1),
     };
-    let variant = engine
-        .kernels_for(op, t, calls as u64)?
-        .iter()
-        .map(|k| k.to_string())
-        .collect::<Vec<_>>()
-        .join(" + ");
-    Ok((y, variant))
+    Ok((
+        y,
+        KernelKey::names(&engine.kernels_for(op, t, calls as u64)?),
+    ))
 }
 
 /// The CPU reference: the codec's rows, or f64 sums rounded to f32.

@@ -14,7 +14,7 @@ use std::ops::Range;
 use anyhow::{bail, Result};
 use gguf_dequant::formats::sample::Rng;
 use gguf_dequant::gguf::TensorInfo;
-use gguf_dequant::gpu::kernels::{Input, Inputs, Op, Precision};
+use gguf_dequant::gpu::kernels::{Input, Inputs, KernelKey, Op, Precision};
 use gguf_dequant::gpu::loader::ResidentTensor;
 use gguf_dequant::gpu::{GpuEngine, GpuError};
 use gguf_dequant::{ops, Error, GgufFile};
@@ -51,8 +51,8 @@ struct Check {
     exact: bool,
     /// The kernel refused the tensor (a shape or a size it cannot take).
     error: Option<String>,
-    /// The kernel variants the calls ran, by name (`GpuEngine::kernels_for`), each once.
-    variants: Vec<String>,
+    /// The kernel variants the calls ran (`GpuEngine::kernels_for`), each once.
+    variants: Vec<KernelKey>,
 }
 
 impl Check {
@@ -328,9 +328,8 @@ fn check_op(
             other => other.batch(),
         };
         for key in engine.kernels_for(op, w, tokens as u64)? {
-            let name = key.to_string();
-            if !c.variants.contains(&name) {
-                c.variants.push(name);
+            if !c.variants.contains(&key) {
+                c.variants.push(key);
             }
         }
         let k = w.dims.first().copied().unwrap_or(1);
@@ -389,7 +388,7 @@ fn report_json(r: &TensorReport<'_>, ops: &[Op]) -> Vec<Json> {
                 "status": if c.ok() { "pass" } else { "fail" }, "reason": c.error,
                 "row_start": r.sample.start, "rows_checked": r.sample.end - r.sample.start,
                 "batches": c.batches, "values": c.values, "max_fraction": fraction,
-                "failures": c.failures, "variant": c.variants.join(" + "),
+                "failures": c.failures, "variant": KernelKey::names(&c.variants),
             }),
         );
         out.push(j);
@@ -537,14 +536,15 @@ fn write_table(
         if ops.contains(&Op::MatVec) {
             write!(out, "; matvec variant {}", super::variant_name(engine))?;
         }
-        let mut variants: Vec<&str> = Vec::new();
-        for v in checked
+        let mut variants: Vec<String> = Vec::new();
+        for key in checked
             .iter()
             .flat_map(|r| &r.checks)
             .flat_map(|c| &c.variants)
         {
-            if !variants.contains(&v.as_str()) {
-                variants.push(v);
+            let name = key.to_string();
+            if !variants.contains(&name) {
+                variants.push(name);
             }
         }
         match variants.len() {
