@@ -10,6 +10,7 @@ use super::rotation;
 use super::timing::{gbps, median, time_gpu, BenchAdapter, GpuFigures, Runs};
 use super::values_for_mib;
 use crate::formats::sample::normal_blocks;
+use crate::gpu::kernels::Mapping;
 use crate::gpu::timing::Timing;
 use crate::{cpu, DType, Format, GgufFile, Result};
 
@@ -127,8 +128,11 @@ impl BenchAdapter {
             timing: self.timer.timing(),
             rotation_target: self.rotation_target(config),
             precision: self.engine.precision(),
-            unroll: self.engine.matvec_unroll(),
-            rows: self.engine.matvec_rows().map(|s| s.to_string()),
+            unroll: self.engine.matvec_policy().unrolled(),
+            rows: match self.engine.matvec_policy().mapping {
+                Mapping::Rows(shape) => Some(shape.to_string()),
+                Mapping::Classic => None,
+            },
         }
     }
 }
@@ -150,10 +154,10 @@ pub struct AdapterReport {
     /// The precision its matvec rows were asked to sum in ([`crate::gpu::EngineOptions::precision`];
     /// formats without a kernel of that mode sum `exact`).
     pub precision: crate::gpu::kernels::Precision,
-    /// Whether its matvec rows were unrolled ([`crate::gpu::GpuEngine::matvec_unroll`]).
+    /// Whether its matvec rows were unrolled ([`crate::gpu::kernels::MatVecPolicy::unrolled`]).
     pub unroll: bool,
-    /// The shape of its matvec rows mapping, `WxR` ([`crate::gpu::GpuEngine::matvec_rows`]);
-    /// `None`: the classic mapping.
+    /// The shape of its default matvec rows mapping, `WxR`
+    /// ([`crate::gpu::kernels::MatVecPolicy::mapping`]); `None`: the classic mapping.
     pub rows: Option<String>,
 }
 

@@ -29,14 +29,10 @@ pub struct EngineOptions {
     /// the caller's device reports through errors). Devices the engine creates itself always
     /// get them.
     pub install_handlers: bool,
-    /// Invocations per row of the matvec kernels (a power of two, 1 to 64); `None` picks by
-    /// adapter ([`GpuEngine::matvec_threads`]). Tests set it to cover both mappings.
-    pub matvec_threads_per_row: Option<u32>,
-    /// Let the matvec kernels use subgroup operations where the device can (default `true`): a
-    /// row's invocations reduce through shuffles ([`GpuEngine::matvec_subgroups`]), or with one
-    /// invocation per row lanes share their reads of x ([`GpuEngine::matvec_x_lanes`]).
-    /// `false`: workgroup memory, and every invocation reads x itself. Tests set it to compare.
-    pub matvec_subgroups: bool,
+    /// What the matvec and matvec_id kernels run on ([`kernels::MatVecOptions`]: the default
+    /// mapping, threads per row, subgroups, unrolling); the device makes it the engine's
+    /// [`GpuEngine::matvec_policy`]. Tests set it to cover every variant.
+    pub matvec: kernels::MatVecOptions,
     /// How the products sum ([`kernels::Precision`], default `exact`): `factored` takes each
     /// part's scales out of its sums (as llama.cpp: `d·Σq·x + m·Σx`; bound of
     /// [`crate::ops::mul_mat_factored`]); `int8` is the integer path (x quantised once per call
@@ -46,18 +42,6 @@ pub struct EngineOptions {
     /// `matmul` on CPU adapters: its matvecs) of the formats of [`kernels::INT_DOT_FORMATS`];
     /// every other call sums `exact`, never in a looser mode ([`GpuEngine::precision_for`]).
     pub precision: kernels::Precision,
-    /// Unroll the matvec rows of several invocations (default `true`): each invocation decodes
-    /// four of its chunks per loop step before summing them, so that
-    /// their loads are in flight together ([`GpuEngine::matvec_unroll`]); the same sums, bit
-    /// for bit. `false`: one chunk per step. Tests and `bench --no-unroll` set it to compare.
-    pub matvec_unroll: bool,
-    /// matvec on the rows mapping for GPUs ([`kernels::MatVec::rows`]: all invocations of a
-    /// workgroup on a few rows, each chunk of x read once for them, as llama.cpp's
-    /// `mul_mat_vec`), in this shape; `None` (the default): the classic mapping
-    /// ([`EngineOptions::matvec_threads_per_row`]). Other sums than the classic mapping's,
-    /// within the same f32 bound. matvec_id keeps the classic mapping.
-    /// [`GpuEngine::matvec_rows`].
-    pub matvec_rows: Option<kernels::RowsShape>,
 }
 
 impl Default for EngineOptions {
@@ -68,11 +52,8 @@ impl Default for EngineOptions {
             max_chunk_bytes: 64 << 20,
             timeout: Duration::from_secs(60),
             install_handlers: false,
-            matvec_threads_per_row: None,
-            matvec_subgroups: true,
+            matvec: kernels::MatVecOptions::default(),
             precision: kernels::Precision::Exact,
-            matvec_unroll: true,
-            matvec_rows: None,
         }
     }
 }
@@ -215,53 +196,19 @@ impl GpuEngine {
         )?;
         let info = device.adapter_info();
         let limits = device.limits();
-        // The smallest subgroup the adapter may run (a power of two), where the device has them.
-        let has_subgroups = device.features().contains(wgpu::Features::SUBGROUP)
-            && info.subgroup_min_size.is_power_of_two();
-        let subgroup = info.subgroup_min_size;
-        let threads = match options.matvec_threads_per_row {
-            Some(t) if kernels::MATVEC_THREADS.contains(&t) => t,
-            Some(t) => {
-                return Err(GpuError::InvalidOption(format!(
-                    "matvec_threads_per_row = {t}: expected one of {:?}",
-                    kernels::MATVEC_THREADS
-                ))
-                .into())
-            }
-            None if info.device_type == wgpu::DeviceType::Cpu => 1,
-            None if has_subgroups => subgroup.clamp(8, 64),
-            None => 64,
-        };
-        let subgroups =
-            options.matvec_subgroups && has_subgroups && threads > 1 && threads <= subgroup;
-        let x_lanes = if options.matvec_subgroups && has_subgroups && threads == 1 {
-            subgroup.min(8)
-        } else {
-            1
-        };
-        let rows = options.matvec_rows;
-        if let Some(shape) = rows {
-            if kernels::RowsShape::new(shape.workgroup, shape.rows) != Some(shape)
-                || shape.workgroup > limits.max_compute_invocations_per_workgroup
-                || shape.workgroup > limits.max_compute_workgroup_size_x
-            {
-                return Err(GpuError::InvalidOption(format!(
-                    "matvec_rows = {shape}: expected W one of {:?} (at most the device's {} invocations per workgroup) and R one of {:?}",
-                    kernels::ROWS_WORKGROUPS,
-                    limits.max_compute_invocations_per_workgroup,
-                    kernels::ROWS_PER_GROUP
-                ))
-                .into());
-            }
-        }
-        // The rows mapping's subgroup reduction needs every subgroup full (at most W lanes) and
-        // at least 4 lanes (its workgroup memory has a slot per 4 invocations).
-        let rows_subgroups = rows.is_some_and(|s| {
-            options.matvec_subgroups
-                && has_subgroups
-                && subgroup >= 4
-                && info.subgroup_max_size <= s.workgroup
-        });
+        let subgroups = device
+            .features()
+            .contains(wgpu::Features::SUBGROUP)
+            .then_some((info.subgroup_min_size, info.subgroup_max_size));
+        let matvec = kernels::MatVecPolicy::new(
+            &options.matvec,
+            info.device_type == wgpu::DeviceType::Cpu,
+            subgroups,
+            limits
+                .max_compute_invocations_per_workgroup
+                .min(limits.max_compute_workgroup_size_x),
+        )
+        .map_err(GpuError::InvalidOption)?;
         let device_dim = limits.max_compute_workgroups_per_dimension;
         let plan = kernels::Plan {
             align: limits.min_storage_buffer_offset_alignment as u64,
@@ -274,13 +221,8 @@ impl GpuEngine {
             max_dim: options
                 .max_workgroups_per_dim
                 .map_or(device_dim, |m| m.clamp(1, device_dim)) as u64,
-            threads,
-            subgroups,
-            x_lanes,
+            matvec,
             precision: options.precision,
-            unroll: options.matvec_unroll && (threads > 1 || rows.is_some()),
-            rows,
-            rows_subgroups,
         };
         let kernels = Arc::new(kernels::KernelSet::new(
             device.clone(),

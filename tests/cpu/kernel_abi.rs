@@ -1,67 +1,14 @@
 //! The kernels' ABI, read from their WGSL through naga against the Rust side
-//! (`gguf_dequant::gpu::kernels`), for every op on every format with a shader and every variant
-//! dimension: the uniform `Params` (member names, offsets, size) against the `#[repr(C)]`
-//! params struct, the storage bindings (group, number, access, element size) against the
-//! binding constants and layouts, the workgroup size and the constants the Rust side plans with.
-//! No GPU and no wgpu needed.
+//! (`gguf_dequant::gpu::kernels`): the uniform `Params` (member names, offsets, size) against the
+//! `#[repr(C)]` params struct, the storage bindings (group, number, access, element size)
+//! against the binding constants and layouts, the workgroup size and the constants the Rust side
+//! plans with. [`check_module`] runs on every kernel variant `tests/cpu/kernel_shaders.rs`
+//! validates (every family's variants on every format); here, that the check is live, and the
+//! quantiser's ABI. No GPU and no wgpu needed.
 
-use gguf_dequant::gpu::kernels::{
-    binding, kernel_source, KernelKey, Op, Precision, INT_DOT_FORMATS, MATVEC_THREADS,
-    ROWS_PER_GROUP, ROWS_WORKGROUPS, WORKGROUP_SIZE,
-};
-use gguf_dequant::{formats, DType};
+use gguf_dequant::gpu::kernels::{binding, kernel_source, KernelKey, WORKGROUP_SIZE};
 
 use crate::support::shader::{translate_with, validate, validate_with};
-
-/// A representative set of keys: every op on every format with a shader, and for the matvec
-/// kernels every columns × threads × x reader on two formats (with and without grids).
-fn keys() -> Vec<KernelKey> {
-    let mut out = Vec::new();
-    for &f in formats::WITH_SHADER {
-        out.extend(DType::ALL.map(|d| KernelKey::get_rows(f, d)));
-        out.push(KernelKey::matmul(f));
-        out.push(KernelKey::matvec(f, 1, 1, true));
-        out.push(KernelKey::matvec_id(f, 64, false));
-    }
-    for &(f, _) in INT_DOT_FORMATS {
-        out.push(KernelKey::matvec(f, 1, 1, false).with_precision(Precision::Int8));
-        out.push(KernelKey::matvec(f, 2, 32, true).with_precision(Precision::Factored));
-        if let Some(key) = KernelKey::matvec_rows(f, 1, 128, 2, true) {
-            out.push(key.with_precision(Precision::Factored));
-        }
-    }
-    for c in [1, 2, 5, 8, 16] {
-        for &t in &MATVEC_THREADS {
-            let key = KernelKey::matvec(gguf_dequant::Format::Q4_K, c, t, false)
-                .with_precision(Precision::Int8);
-            out.push(key);
-        }
-    }
-    // The rows mapping: every workgroup size and rows per workgroup, both reductions, unrolled.
-    for f in [gguf_dequant::Format::Q4_K, gguf_dequant::Format::F16] {
-        for c in [1, 2, 8] {
-            for wg in ROWS_WORKGROUPS {
-                for r in ROWS_PER_GROUP {
-                    if let Some(key) = KernelKey::matvec_rows(f, c, wg, r, true) {
-                        out.push(key.with_unroll(true));
-                        out.push(key.with_subgroups(true));
-                    }
-                }
-            }
-        }
-    }
-    for f in [gguf_dequant::Format::Q4_K, gguf_dequant::Format::IQ3_S] {
-        for c in [1, 2, 5, 8, 16] {
-            for &t in &MATVEC_THREADS {
-                for v in [false, true] {
-                    out.push(KernelKey::matvec(f, c, t, v));
-                    out.push(KernelKey::matvec_id(f, t, v));
-                }
-            }
-        }
-    }
-    out
-}
 
 /// The module's `const` u32 values by name.
 fn u32_const(module: &naga::Module, name: &str) -> Option<u32> {
@@ -75,16 +22,23 @@ fn u32_const(module: &naga::Module, name: &str) -> Option<u32> {
         })
 }
 
-/// Everything that differs between `key`'s WGSL and the Rust side.
-fn check(key: &KernelKey) -> Vec<String> {
-    check_source(key, &kernel_source(key).expect("composes"))
-}
-
 /// Everything that differs between `src`, the WGSL of `key`, and the Rust side.
 fn check_source(key: &KernelKey, src: &str) -> Vec<String> {
     let what = format!("{key:?}");
     let (module, info) =
         validate_with(&what, src, key.uses_subgroups()).unwrap_or_else(|e| panic!("{e}"));
+    check_module(key, &module, &info)
+}
+
+/// Everything that differs between `module`, `key`'s WGSL validated, and the Rust side: run on
+/// every variant `tests/cpu/kernel_shaders.rs` validates, so a new variant is checked without
+/// editing either test.
+pub(crate) fn check_module(
+    key: &KernelKey,
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+) -> Vec<String> {
+    let what = format!("{key:?}");
     let mut layouter = naga::proc::Layouter::default();
     layouter.update(module.to_ctx()).expect("layouts");
     let Some(ep) = module
@@ -195,29 +149,12 @@ fn check_source(key: &KernelKey, src: &str) -> Vec<String> {
 
     // The constants both sides plan with.
     for (name, value) in key.consts() {
-        let got = u32_const(&module, name);
+        let got = u32_const(module, name);
         if got != Some(value) {
             bad.push(format!("{what}: WGSL const {name} = {got:?}, Rust {value}"));
         }
     }
     bad
-}
-
-#[test]
-fn wgsl_params_bindings_and_workgroups_match_the_rust_side() {
-    let keys = keys();
-    let bad: Vec<String> = keys.iter().flat_map(check).collect();
-    assert!(
-        bad.is_empty(),
-        "{} of {} kernels:\n{}",
-        bad.len(),
-        keys.len(),
-        bad.join("\n")
-    );
-    // Every op was covered.
-    for &op in Op::ALL {
-        assert!(keys.iter().any(|k| k.op() == op), "{op}");
-    }
 }
 
 /// The check is live: a Params member added, a binding renumbered, an access mode changed and a

@@ -3,14 +3,17 @@
 //! matvec rows mapping's shapes on three formats, see [`keys`])
 //! parses, validates under naga's `Capabilities::empty()` (no f16, no subgroups; the subgroup
 //! reductions and shared x reads with `SUBGROUP` alone) and translates to SPIR-V, MSL, HLSL and
-//! GLSL ES 3.1 (those using subgroups to all but GLSL). No GPU and no wgpu needed.
+//! GLSL ES 3.1 (those using subgroups to all but GLSL), and its ABI matches the Rust side
+//! (`kernel_abi::check_module`). No GPU and no wgpu needed.
 
-use gguf_dequant::gpu::kernels::{kernel_source, KernelKey};
+use gguf_dequant::gpu::kernels::{kernel_source, KernelKey, Op};
 use rayon::prelude::*;
 
+use crate::kernel_abi::check_module;
 use crate::support::shader::{translate_with, validate_with};
 
-/// Parses, validates and translates `key`'s WGSL; the failures, each naming the key.
+/// Parses, validates, checks the ABI of ([`check_module`]) and translates `key`'s WGSL; the
+/// failures, each naming the key.
 fn validate_and_translate(key: &KernelKey) -> Vec<String> {
     let label = format!("{key:?}");
     let src = match kernel_source(key) {
@@ -18,13 +21,17 @@ fn validate_and_translate(key: &KernelKey) -> Vec<String> {
         Err(e) => return vec![format!("{label}: {e}")],
     };
     match validate_with(&label, &src, key.uses_subgroups()) {
-        Ok((module, info)) => translate_with(
-            &label,
-            &module,
-            &info,
-            key.entry_point(),
-            key.uses_subgroups(),
-        ),
+        Ok((module, info)) => {
+            let mut failures = check_module(key, &module, &info);
+            failures.extend(translate_with(
+                &label,
+                &module,
+                &info,
+                key.entry_point(),
+                key.uses_subgroups(),
+            ));
+            failures
+        }
         Err(e) => vec![e],
     }
 }
@@ -59,8 +66,11 @@ fn keys() -> Vec<KernelKey> {
 }
 
 #[test]
-fn every_kernel_variant_validates_and_translates() {
+fn every_kernel_variant_validates_matches_its_abi_and_translates() {
     let keys = keys();
+    for &op in Op::ALL {
+        assert!(keys.iter().any(|k| k.op() == op), "{op}");
+    }
     let failures: Vec<String> = keys.par_iter().flat_map(validate_and_translate).collect();
     assert!(
         failures.is_empty(),
@@ -70,7 +80,7 @@ fn every_kernel_variant_validates_and_translates() {
         failures.join("\n")
     );
     eprintln!(
-        "[kernel_shaders] {} kernel variants validated and translated to SPIR-V, MSL, HLSL and GLSL",
+        "[kernel_shaders] {} kernel variants validated, their ABI checked, and translated to SPIR-V, MSL, HLSL and GLSL",
         keys.len()
     );
 }

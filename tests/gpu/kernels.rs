@@ -8,7 +8,7 @@
 use gguf_dequant::formats::sample::{finite_blocks, normal_blocks, Rng};
 use gguf_dequant::gpu::decode::{decode_module, DecodeNames};
 use gguf_dequant::gpu::kernels::{
-    KernelKey, MulMatJob, Op, Operand, Precision, MATMUL_CPU_COLUMNS,
+    KernelKey, Mapping, MatVecOptions, MulMatJob, Op, Operand, Precision, MATMUL_CPU_COLUMNS,
 };
 use gguf_dequant::gpu::loader::{ResidentPart, ResidentTensor};
 use gguf_dequant::gpu::{buffers, tables, EngineOptions, GpuEngine};
@@ -109,7 +109,7 @@ fn check_every_format(engine: &GpuEngine, batches: &[usize], matmul: bool) {
     }
     eprintln!(
         "[kernels] {backend} (matvec threads per row {}): largest fraction of the bound: {}",
-        engine.matvec_threads(),
+        engine.matvec_policy().threads,
         report.join(", ")
     );
 }
@@ -124,14 +124,17 @@ gpu_test!(kernels_every_format, every_format_matvec_matmul_get_rows);
 /// The other thread mapping than the one CI's CPU adapters pick: 64 invocations per matvec row
 /// and the workgroup reduction, and the tiled matmul, as on discrete GPUs.
 fn every_format_with_64_threads_per_row(engine: &GpuEngine) {
-    assert_eq!(engine.matvec_threads(), 64);
+    assert_eq!(engine.matvec_policy().threads, 64);
     check_every_format(engine, &[1, 3], true);
 }
 gpu_test!(
     kernels_every_format_64_threads,
     every_format_with_64_threads_per_row,
     options = EngineOptions {
-        matvec_threads_per_row: Some(64),
+        matvec: MatVecOptions {
+            threads: Some(64),
+            ..MatVecOptions::default()
+        },
         ..EngineOptions::default()
     }
 );
@@ -158,7 +161,7 @@ fn wide_batches(engine: &GpuEngine) {
             // The kernels each call ran, as planned: the tiled matmul, or on CPU adapters
             // matvecs of MATMUL_CPU_COLUMNS columns and one of the rest.
             let keys = engine.kernels_for(Op::MatMul, &w, batch as u64).unwrap();
-            if engine.matvec_threads() == 1 {
+            if engine.matvec_policy().threads == 1 {
                 let cols: Vec<u32> = keys
                     .iter()
                     .map(|k| k.matvec_variant().unwrap().columns)
@@ -182,7 +185,7 @@ fn wide_batches(engine: &GpuEngine) {
                     assert_eq!((key.op(), v.columns), (Op::MatVec, c));
                     assert_eq!(v.precision, Precision::Exact);
                     if v.rows == 0 {
-                        assert_eq!(v.threads, engine.matvec_threads());
+                        assert_eq!(v.threads, engine.matvec_policy().threads);
                     }
                 }
                 let head = format!("matvec.{}.c8.", f.name());
@@ -201,7 +204,10 @@ gpu_test!(
     kernels_wide_batches_tiled,
     wide_batches,
     options = EngineOptions {
-        matvec_threads_per_row: Some(64),
+        matvec: MatVecOptions {
+            threads: Some(64),
+            ..MatVecOptions::default()
+        },
         ..EngineOptions::default()
     }
 );
@@ -279,22 +285,19 @@ fn same_rows(
 /// workgroup-memory tree, every invocation reading x) on the same device.
 fn subgroups_against_fallback(engine: &GpuEngine) {
     let backend = label(engine);
-    let t = engine.matvec_threads();
+    let policy = engine.matvec_policy();
+    let t = policy.threads;
     let has = engine
         .device()
         .features()
         .contains(wgpu::Features::SUBGROUP);
     let lanes = engine.adapter_info().subgroup_min_size.min(8);
     if t == 1 {
-        assert!(!engine.matvec_subgroups());
-        assert_eq!(
-            engine.matvec_x_lanes(),
-            if has { lanes } else { 1 },
-            "{backend}"
-        );
+        assert!(!policy.classic_subgroups());
+        assert_eq!(policy.x_lanes(), if has { lanes } else { 1 }, "{backend}");
     } else {
-        assert_eq!(engine.matvec_subgroups(), has, "{backend}: T = {t}");
-        assert_eq!(engine.matvec_x_lanes(), 1, "{backend}: T = {t}");
+        assert_eq!(policy.classic_subgroups(), has, "{backend}: T = {t}");
+        assert_eq!(policy.x_lanes(), 1, "{backend}: T = {t}");
     }
     if support::is_ci() && engine.adapter_info().backend == wgpu::Backend::Vulkan {
         assert!(has, "{backend}: CI's Vulkan adapters have subgroups");
@@ -303,14 +306,18 @@ fn subgroups_against_fallback(engine: &GpuEngine) {
         engine.device().clone(),
         engine.queue().clone(),
         EngineOptions {
-            matvec_threads_per_row: Some(t),
-            matvec_subgroups: false,
+            matvec: MatVecOptions {
+                threads: Some(t),
+                subgroups: false,
+                ..MatVecOptions::default()
+            },
             ..EngineOptions::default()
         },
     )
     .unwrap();
-    assert!(!fallback.matvec_subgroups() && fallback.matvec_x_lanes() == 1);
-    assert_eq!(fallback.matvec_threads(), t);
+    let off = fallback.matvec_policy();
+    assert!(!off.classic_subgroups() && off.x_lanes() == 1 && off.subgroups.is_none());
+    assert_eq!(off.threads, t);
     for (fi, &f) in formats::WITH_SHADER.iter().enumerate() {
         let b = f.block_elems();
         let k = if b == 1 { 300 } else { 3 * b };
@@ -320,15 +327,18 @@ fn subgroups_against_fallback(engine: &GpuEngine) {
     }
     eprintln!(
         "[kernels] {backend}: {t} invocations per row, subgroup reduction {}, x shared by {} lanes: bit-identical to the fallback",
-        engine.matvec_subgroups(),
-        engine.matvec_x_lanes()
+        policy.classic_subgroups(),
+        policy.x_lanes()
     );
 }
 gpu_test!(
     kernels_subgroup_reduction,
     subgroups_against_fallback,
     options_for = |adapter: &wgpu::Adapter| EngineOptions {
-        matvec_threads_per_row: Some(adapter.get_info().subgroup_min_size.clamp(2, 64)),
+        matvec: MatVecOptions {
+            threads: Some(adapter.get_info().subgroup_min_size.clamp(2, 64)),
+            ..MatVecOptions::default()
+        },
         ..EngineOptions::default()
     }
 );
@@ -336,7 +346,10 @@ gpu_test!(
     kernels_subgroup_shared_x,
     subgroups_against_fallback,
     options = EngineOptions {
-        matvec_threads_per_row: Some(1),
+        matvec: MatVecOptions {
+            threads: Some(1),
+            ..MatVecOptions::default()
+        },
         ..EngineOptions::default()
     }
 );
@@ -353,8 +366,11 @@ fn unrolled_against_rolled(engine: &GpuEngine) {
             engine.device().clone(),
             engine.queue().clone(),
             EngineOptions {
-                matvec_threads_per_row: Some(threads),
-                matvec_unroll: unroll,
+                matvec: MatVecOptions {
+                    threads: Some(threads),
+                    unroll,
+                    ..MatVecOptions::default()
+                },
                 ..EngineOptions::default()
             },
         )
@@ -362,7 +378,7 @@ fn unrolled_against_rolled(engine: &GpuEngine) {
     };
     for t in [8, 64] {
         let (unrolled, rolled) = (open(t, true), open(t, false));
-        assert!(unrolled.matvec_unroll() && !rolled.matvec_unroll());
+        assert!(unrolled.matvec_policy().unrolled() && !rolled.matvec_policy().unrolled());
         for (fi, &f) in formats::WITH_SHADER.iter().enumerate() {
             let b = f.block_elems();
             // 2304 values are 288 chunks: whole steps of 4 chunks of 8 or 64 invocations, then
@@ -741,9 +757,12 @@ fn rows_mapping(engine: &GpuEngine) {
             engine.device().clone(),
             engine.queue().clone(),
             EngineOptions {
-                matvec_rows: RowsShape::new(w, r),
-                matvec_unroll: unroll,
-                matvec_subgroups: subgroups,
+                matvec: MatVecOptions {
+                    mapping: Mapping::Rows(RowsShape::new(w, r).unwrap()),
+                    unroll,
+                    subgroups,
+                    ..MatVecOptions::default()
+                },
                 ..EngineOptions::default()
             },
         )
@@ -756,13 +775,15 @@ fn rows_mapping(engine: &GpuEngine) {
     let (wide, one) = (open(64, 4, true, true), open(64, 1, false, true));
     let info = engine.adapter_info();
     assert_eq!(
-        wide.matvec_rows_subgroups(),
+        wide.matvec_policy()
+            .rows_subgroups(RowsShape::new(64, 4).unwrap()),
         sg && info.subgroup_min_size >= 4 && info.subgroup_max_size <= 64,
         "{backend}"
     );
     let (tree, tree_one) = (open(32, 2, true, false), open(32, 1, false, false));
-    assert!(!tree.matvec_rows_subgroups());
-    assert_eq!(tree.matvec_rows(), RowsShape::new(32, 2));
+    let tree_shape = RowsShape::new(32, 2).unwrap();
+    assert!(!tree.matvec_policy().rows_subgroups(tree_shape));
+    assert_eq!(tree.matvec_policy().mapping, Mapping::Rows(tree_shape));
     let two = open(64, 2, true, true);
     let few = [
         Format::Q4_0,

@@ -12,7 +12,7 @@
 //! create nothing.
 
 use gguf_dequant::gpu::kernels::{
-    Job, MulMatJob, Op, Operand, Precision, RowsShape, INT_DOT_FORMATS,
+    Job, Mapping, MatVecOptions, MulMatJob, Op, Operand, Precision, RowsShape, INT_DOT_FORMATS,
 };
 use gguf_dequant::gpu::loader::ResidentTensor;
 use gguf_dequant::gpu::{buffers, EngineOptions, GpuEngine};
@@ -69,7 +69,7 @@ fn modes_narrow(engine: &GpuEngine) {
 fn check_modes(engine: &GpuEngine, batches: &[usize]) {
     let backend = label(engine);
     let precision = engine.precision();
-    let t = engine.matvec_threads();
+    let t = engine.matvec_policy().threads;
     let mut report = Vec::new();
     for (fi, &(f, _)) in INT_DOT_FORMATS.iter().enumerate() {
         let b = f.block_elems();
@@ -122,8 +122,8 @@ fn check_modes(engine: &GpuEngine, batches: &[usize]) {
     }
     let adversarial = adversarial(engine, &batches[..2]);
     eprintln!(
-        "[precision] {backend} {precision} (T = {t}, rows {:?}): largest fraction of the bound: {}; adversarial blocks: {adversarial}",
-        engine.matvec_rows(),
+        "[precision] {backend} {precision} (T = {t}, {}): largest fraction of the bound: {}; adversarial blocks: {adversarial}",
+        engine.matvec_policy().mapping,
         report.join(", ")
     );
 }
@@ -237,7 +237,10 @@ gpu_test!(
     modes,
     options = EngineOptions {
         precision: Precision::Int8,
-        matvec_threads_per_row: Some(64),
+        matvec: MatVecOptions {
+            threads: Some(64),
+            ..MatVecOptions::default()
+        },
         ..EngineOptions::default()
     }
 );
@@ -246,7 +249,10 @@ gpu_test!(
     modes,
     options_for = |adapter: &wgpu::Adapter| EngineOptions {
         precision: Precision::Int8,
-        matvec_threads_per_row: Some(adapter.get_info().subgroup_min_size.clamp(2, 64)),
+        matvec: MatVecOptions {
+            threads: Some(adapter.get_info().subgroup_min_size.clamp(2, 64)),
+            ..MatVecOptions::default()
+        },
         ..EngineOptions::default()
     }
 );
@@ -263,7 +269,10 @@ gpu_test!(
     modes_narrow,
     options_for = |adapter: &wgpu::Adapter| EngineOptions {
         precision: Precision::Factored,
-        matvec_threads_per_row: Some(adapter.get_info().subgroup_min_size.clamp(2, 64)),
+        matvec: MatVecOptions {
+            threads: Some(adapter.get_info().subgroup_min_size.clamp(2, 64)),
+            ..MatVecOptions::default()
+        },
         ..EngineOptions::default()
     }
 );
@@ -272,8 +281,11 @@ gpu_test!(
     modes_narrow,
     options = EngineOptions {
         precision: Precision::Factored,
-        matvec_rows: RowsShape::new(64, 2),
-        matvec_unroll: false,
+        matvec: MatVecOptions {
+            mapping: Mapping::Rows(RowsShape::new(64, 2).unwrap()),
+            unroll: false,
+            ..MatVecOptions::default()
+        },
         ..EngineOptions::default()
     }
 );
@@ -282,7 +294,10 @@ gpu_test!(
     modes_narrow,
     options = EngineOptions {
         precision: Precision::Int8,
-        matvec_rows: RowsShape::new(64, 2),
+        matvec: MatVecOptions {
+            mapping: Mapping::Rows(RowsShape::new(64, 2).unwrap()),
+            ..MatVecOptions::default()
+        },
         ..EngineOptions::default()
     }
 );

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use gguf_dequant::gpu::kernels::{Mapping, TuneSettings, TuneSource};
+use gguf_dequant::gpu::kernels::{Mapping, MatVecOptions, TuneSettings, TuneSource};
 use gguf_dequant::gpu::loader::ResidentTensor;
 use gguf_dequant::gpu::tune::Tuning;
 use gguf_dequant::gpu::{EngineOptions, GpuEngine};
@@ -23,7 +23,10 @@ fn rolled(engine: &GpuEngine) -> GpuEngine {
         engine.device().clone(),
         engine.queue().clone(),
         EngineOptions {
-            matvec_unroll: false,
+            matvec: MatVecOptions {
+                unroll: false,
+                ..MatVecOptions::default()
+            },
             ..EngineOptions::default()
         },
     )

@@ -6,9 +6,9 @@
 
 use gguf_dequant::gpu::kernels::{
     plan_get_rows, plan_matvec_id, plan_mul, Extent, GetRowsCall, GetRowsPlan, KernelKey, Mapping,
-    MappingKey, MatVecIdCall, MatVecIdPlan, MulCall, MulOp, MulParams, MulPlan, Op, PartLayout,
-    Plan, Precision, RowRun, RowsShape, Shape, Span, WeightLayout, MATMUL_CPU_COLUMNS, MATMUL_TILE,
-    MATVEC_MAX_BATCH, MATVEC_THREADS, ROWS_PER_GROUP, ROWS_WORKGROUPS,
+    MappingKey, MatVecIdCall, MatVecIdPlan, MatVecPolicy, MulCall, MulOp, MulParams, MulPlan, Op,
+    PartLayout, Plan, Precision, RowRun, RowsShape, Shape, Span, WeightLayout, MATMUL_CPU_COLUMNS,
+    MATMUL_TILE, MATVEC_MAX_BATCH, MATVEC_THREADS, ROWS_PER_GROUP, ROWS_WORKGROUPS,
 };
 use gguf_dequant::{DType, Format};
 
@@ -66,7 +66,7 @@ impl Case {
     /// Plans it; on success checks every invariant and returns the plan.
     pub fn run(&self) -> Option<MulPlan> {
         let call = self.call();
-        let tuned = |_: MappingKey| self.tuned.unwrap_or(self.plan.default_mapping());
+        let tuned = |_: MappingKey| self.tuned.unwrap_or(self.plan.matvec.mapping);
         let out = plan_mul(&self.plan, &call, &tuned).ok()?;
         check(self, &out);
         Some(out)
@@ -101,13 +101,16 @@ fn plan_and_weight(pick: &mut dyn FnMut(u64) -> u64) -> (Plan, Weight) {
         uniform_align: 256,
         max_binding,
         max_dim,
-        threads,
-        subgroups: pick(2) == 0,
-        x_lanes: [1, 2, 4, 8][pick(4) as usize],
+        matvec: MatVecPolicy {
+            mapping: rows.map_or(Mapping::Classic, Mapping::Rows),
+            threads,
+            subgroups: match pick(4) {
+                0 => None,
+                n => Some((1 << n, 1 << (n + pick(3)))),
+            },
+            unroll: pick(2) == 0,
+        },
         precision: Precision::ALL[pick(Precision::ALL.len() as u64) as usize],
-        unroll: pick(2) == 0,
-        rows,
-        rows_subgroups: rows.is_some() && pick(2) == 0,
     };
     let format = Format::ALL[pick(Format::ALL.len() as u64) as usize];
     let dtype = match pick(8) {
@@ -168,7 +171,10 @@ pub fn case(next: &mut dyn FnMut() -> u64) -> Case {
     let mut pick = |n: u64| next() % n.max(1);
     let (plan, w) = plan_and_weight(&mut pick);
     let (k, n) = (w.dims[0], w.dims[1..].iter().product::<u64>());
-    let rows = plan.rows;
+    let rows = match plan.matvec.mapping {
+        Mapping::Rows(shape) => Some(shape),
+        Mapping::Classic => None,
+    };
     let batch = match pick(3) {
         0 => pick(MATVEC_MAX_BATCH as u64 + 2),
         1 => pick(40) + 1,
@@ -283,7 +289,7 @@ pub fn check(c: &Case, p: &MulPlan) {
     let s = p.shape;
     let (tiled, max_cols) = match c.op {
         MulOp::MatVec(_) => (false, MATVEC_MAX_BATCH as u64),
-        MulOp::MatMul if plan.threads > 1 => (true, u64::MAX),
+        MulOp::MatMul if plan.matvec.threads > 1 => (true, u64::MAX),
         MulOp::MatMul => (false, MATMUL_CPU_COLUMNS as u64),
     };
     check_runs(plan, &c.weight, &s, &p.runs);
@@ -317,11 +323,18 @@ pub fn check(c: &Case, p: &MulPlan) {
             assert_eq!(p.precision, honoured);
             let asked = match c.op {
                 MulOp::MatVec(Some(m)) => m,
-                _ => c.tuned.unwrap_or(plan.default_mapping()),
+                _ => c.tuned.unwrap_or(plan.matvec.mapping),
             };
             let classic = g.columns > MATVEC_MAX_BATCH as u64;
             assert_eq!(g.mapping, if classic { Mapping::Classic } else { asked });
             assert_eq!(v.rows > 0, matches!(g.mapping, Mapping::Rows(_)));
+            // The policy's reductions and shared reads of x, as the device's subgroups allow.
+            let (subgroups, lanes) = match g.mapping {
+                Mapping::Rows(shape) => (plan.matvec.rows_subgroups(shape), 1),
+                Mapping::Classic => (plan.matvec.classic_subgroups(), plan.matvec.x_lanes()),
+            };
+            assert_eq!(v.subgroups, subgroups, "{key}");
+            assert!(v.x_lanes == lanes || v.x_lanes == 1, "{key}");
         }
         match g.quantize {
             Some(q) => {

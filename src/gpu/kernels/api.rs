@@ -142,49 +142,11 @@ impl GpuEngine {
         self.check_device()
     }
 
-    /// Invocations per matvec row: [`crate::gpu::EngineOptions::matvec_threads_per_row`], else 1
-    /// on CPU adapters (llvmpipe, SwiftShader), where every barrier costs; on other adapters
-    /// with subgroups the adapter's smallest subgroup (at least 8, at most 64), and 64 elsewhere.
-    pub fn matvec_threads(&self) -> u32 {
-        self.kernels.plan.threads
-    }
-
-    /// Whether a matvec row's invocations add their sums through subgroup shuffles: the device
-    /// has wgpu's `SUBGROUP` feature, [`crate::gpu::EngineOptions::matvec_subgroups`] allows it,
-    /// and more than one but at most the adapter's smallest subgroup of invocations share a
-    /// row. Otherwise they add them through workgroup memory. The sums are the same, bit for bit.
-    pub fn matvec_subgroups(&self) -> bool {
-        self.kernels.plan.subgroups
-    }
-
-    /// With one invocation per matvec row, the lanes of a subgroup that share each read of x
-    /// through `subgroupBroadcast` ([`MatVec::x_lanes`](super::MatVec::x_lanes)): the adapter's smallest subgroup, at
-    /// most 8, where the device has `SUBGROUP` and
-    /// [`crate::gpu::EngineOptions::matvec_subgroups`] allows it; else 1 (each reads its own).
-    /// The values and sums are the same. On llvmpipe, which loads storage lane by lane, x's
-    /// loads had been most of the kernel's time (n = 8, Q4_0: 85 %).
-    pub fn matvec_x_lanes(&self) -> u32 {
-        self.kernels.plan.x_lanes
-    }
-
-    /// Whether matvec rows of several invocations are unrolled ([`MatVec::unroll`](super::MatVec::unroll):
-    /// [`crate::gpu::EngineOptions::matvec_unroll`] and more than one invocation per row, or the
-    /// rows mapping).
-    pub fn matvec_unroll(&self) -> bool {
-        self.kernels.plan.unroll
-    }
-
-    /// The shape of matvec's rows mapping ([`crate::gpu::EngineOptions::matvec_rows`]), `None`
-    /// for the classic mapping.
-    pub fn matvec_rows(&self) -> Option<super::RowsShape> {
-        self.kernels.plan.rows
-    }
-
-    /// Whether matvec's rows mapping reduces through subgroup shuffles (the device has wgpu's
-    /// `SUBGROUP` feature, [`crate::gpu::EngineOptions::matvec_subgroups`] allows it, and the
-    /// adapter's subgroups have 4 to W lanes); else through workgroup memory.
-    pub fn matvec_rows_subgroups(&self) -> bool {
-        self.kernels.plan.rows_subgroups
+    /// The choices this engine's matvec and matvec_id kernels are made with
+    /// ([`crate::gpu::EngineOptions::matvec`] on this device): the default mapping, threads per
+    /// row, the subgroups the kernels may use, unrolling.
+    pub fn matvec_policy(&self) -> super::MatVecPolicy {
+        self.kernels.plan.matvec
     }
 
     /// The precision the engine's products were asked to sum in
@@ -201,7 +163,7 @@ impl GpuEngine {
     /// [`crate::ops::reference_in`] in this mode.
     pub fn precision_for(&self, op: Op, format: Format, k: u64) -> super::Precision {
         match op {
-            Op::MatMul if self.matvec_threads() > 1 => super::Precision::Exact,
+            Op::MatMul if self.matvec_policy().threads > 1 => super::Precision::Exact,
             _ => self.precision().honoured(op, format, k),
         }
     }
@@ -285,7 +247,7 @@ impl GpuEngine {
     /// workgroup by [`MATMUL_CPU_COLUMNS`]. The weight is read `ceil(batch / columns)` times and
     /// X `ceil(N / rows)` times.
     pub fn matmul_tile(&self) -> (u32, u32) {
-        if self.matvec_threads() == 1 {
+        if self.matvec_policy().threads == 1 {
             (super::WORKGROUP_SIZE, MATMUL_CPU_COLUMNS)
         } else {
             (MATMUL_TILE, MATMUL_TILE)

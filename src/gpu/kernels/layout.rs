@@ -156,7 +156,7 @@ impl KernelSet {
         chosen
             .get(&key)
             .copied()
-            .unwrap_or(self.plan.default_mapping())
+            .unwrap_or(self.plan.matvec.mapping)
     }
 
     /// Sets (`Some`) or clears the mapping of calls with `key`.

@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use super::{Mapping, Precision, RowsShape};
+use super::{MatVecPolicy, Precision};
 use crate::gpu::GpuError;
 use crate::{DType, Error, Format, Result};
 
@@ -27,23 +27,11 @@ pub struct Plan {
     pub max_binding: u64,
     /// Workgroups per grid dimension in use.
     pub max_dim: u64,
-    /// Invocations per matvec row on the classic mapping (1: CPU adapters).
-    pub threads: u32,
-    /// Whether the classic mapping's rows reduce through subgroup shuffles
-    /// ([`MatVec::subgroups`](super::MatVec::subgroups)).
-    pub subgroups: bool,
-    /// The lanes sharing each read of x with one invocation per row ([`MatVec::x_lanes`](super::MatVec::x_lanes);
-    /// 1: none).
-    pub x_lanes: u32,
+    /// The matvec and matvec_id kernels' choices ([`MatVecPolicy`]).
+    pub matvec: MatVecPolicy,
     /// The precision products were asked to sum in; each gets it where a kernel honours it
     /// ([`Precision::honoured`]).
     pub precision: Precision,
-    /// Whether matvec rows of several invocations are unrolled ([`MatVec::unroll`](super::MatVec::unroll)).
-    pub unroll: bool,
-    /// matvec on the rows mapping in this shape by default; `None`: the classic mapping.
-    pub rows: Option<RowsShape>,
-    /// Whether the rows mapping reduces through subgroup shuffles.
-    pub rows_subgroups: bool,
 }
 
 /// What a matvec mapping is chosen by: the weight's format, K, N (all its rows) and the columns
@@ -67,11 +55,6 @@ impl Plan {
             ))
             .into())
         }
-    }
-
-    /// The mapping of calls the tuner made no choice for.
-    pub fn default_mapping(&self) -> Mapping {
-        self.rows.map_or(Mapping::Classic, Mapping::Rows)
     }
 }
 
@@ -399,6 +382,7 @@ pub(crate) use resident::{extent, shape};
 
 #[cfg(test)]
 mod tests {
+    use super::super::Mapping;
     use super::*;
 
     pub(crate) fn plan(max_binding: u64) -> Plan {
@@ -407,13 +391,13 @@ mod tests {
             uniform_align: 256,
             max_binding,
             max_dim: 65535,
-            threads: 1,
-            subgroups: false,
-            x_lanes: 1,
+            matvec: MatVecPolicy {
+                mapping: Mapping::Classic,
+                threads: 1,
+                subgroups: None,
+                unroll: false,
+            },
             precision: Precision::Exact,
-            unroll: false,
-            rows: None,
-            rows_subgroups: false,
         }
     }
 

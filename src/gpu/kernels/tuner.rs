@@ -120,10 +120,10 @@ impl TuneSettings {
 
 impl GpuEngine {
     /// The matvec mappings the tuner races for `columns` columns: the prior (the engine's default,
-    /// [`GpuEngine::matvec_rows`]) first, then the classic mapping and [`TUNE_SHAPES`] that the
+    /// [`MatVecPolicy::mapping`](super::MatVecPolicy::mapping)) first, then the classic mapping and [`TUNE_SHAPES`] that the
     /// device can run, each once.
     pub fn matvec_candidates(&self, columns: u32) -> Vec<Mapping> {
-        let prior = self.kernels.plan.default_mapping();
+        let prior = self.kernels.plan.matvec.mapping;
         let max_wg = self.limits().max_compute_invocations_per_workgroup;
         let mut out = vec![prior];
         let shapes = TUNE_SHAPES
@@ -197,7 +197,7 @@ impl GpuEngine {
         };
         let prior = |key: &TuneKey| TuneRow {
             key: *key,
-            mapping: self.kernels.plan.default_mapping(),
+            mapping: self.kernels.plan.matvec.mapping,
             source: TuneSource::Prior,
             median_us: None,
             roofline_frac: None,

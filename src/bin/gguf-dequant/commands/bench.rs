@@ -10,7 +10,6 @@ use anyhow::{bail, Result};
 use gguf_dequant::bench::kernels::{KernelConfig, WeightShape, DEFAULT_SHAPES};
 use gguf_dequant::bench::{self, BenchAdapter, BenchConfig};
 use gguf_dequant::gpu::kernels::Op;
-use gguf_dequant::gpu::EngineOptions;
 use gguf_dequant::{DType, Format, GgufFile};
 
 use crate::args::BenchArgs;
@@ -58,10 +57,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let backend = backend::choose(args.backend, ADAPTERS)?;
     let adapters = if formats.iter().any(|&f| f.has_shader()) {
         backend::open_each(backend, |a| {
-            let options = EngineOptions {
-                matvec_unroll: !args.no_unroll,
-                ..super::variant_options(args.variant, args.precision)
-            };
+            let mut options = super::variant_options(args.variant, args.precision);
+            options.matvec.unroll = !args.no_unroll;
             BenchAdapter::open(a, args.wall, options)
         })?
     } else {

@@ -14,7 +14,7 @@ mod verify_kernels;
 
 use anyhow::Result;
 use gguf_dequant::gguf::TensorInfo;
-use gguf_dequant::gpu::kernels::{Mapping, Precision};
+use gguf_dequant::gpu::kernels::{Mapping, MatVecOptions, Precision};
 use gguf_dequant::gpu::{EngineOptions, GpuEngine};
 use gguf_dequant::GgufFile;
 use gguf_dequant::Selection;
@@ -42,9 +42,9 @@ pub fn run(command: Command) -> Result<()> {
 fn variant_options(variant: Option<Mapping>, precision: Precision) -> EngineOptions {
     EngineOptions {
         precision,
-        matvec_rows: match variant {
-            Some(Mapping::Rows(shape)) => Some(shape),
-            Some(Mapping::Classic) | None => None,
+        matvec: MatVecOptions {
+            mapping: variant.unwrap_or(Mapping::Classic),
+            ..MatVecOptions::default()
         },
         ..EngineOptions::default()
     }
@@ -52,10 +52,7 @@ fn variant_options(variant: Option<Mapping>, precision: Precision) -> EngineOpti
 
 /// The matvec variant `engine` runs by default, as `--variant` spells it.
 fn variant_name(engine: &GpuEngine) -> String {
-    engine
-        .matvec_rows()
-        .map_or(Mapping::Classic, Mapping::Rows)
-        .to_string()
+    engine.matvec_policy().mapping.to_string()
 }
 
 /// The tensors of `file` that `selection` picks, in file order: the one place where the command

@@ -20,7 +20,7 @@ use super::matmul;
 use crate::gpu::{windows, GpuError};
 use crate::{Format, Result};
 
-/// The invocations per matvec row the engine can use (`EngineOptions::matvec_threads_per_row`):
+/// The invocations per matvec row the engine can use ([`MatVecOptions::threads`]):
 /// the powers of two up to the workgroup.
 pub const MATVEC_THREADS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
@@ -125,6 +125,140 @@ impl std::str::FromStr for Mapping {
             .parse()
             .map(Mapping::Rows)
             .map_err(|e| format!("matvec variant '{s}': expected classic or rows:WxR; {e}"))
+    }
+}
+
+/// What an engine's matvec calls are asked to run on ([`crate::gpu::EngineOptions::matvec`]);
+/// [`MatVecPolicy::new`] turns it into the engine's policy on one device. A new matvec knob is
+/// a field here, its rule in [`MatVecPolicy`] and its field of [`MatVec`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatVecOptions {
+    /// The mapping of calls the tuner made no choice for (default [`Mapping::Classic`];
+    /// `--variant`). The rows mapping's sums are other than the classic mapping's, within the
+    /// same bound. matvec_id keeps the classic mapping.
+    pub mapping: Mapping,
+    /// Invocations per row on the classic mapping, one of [`MATVEC_THREADS`]; `None` (the
+    /// default) picks by adapter ([`MatVecPolicy::threads`]).
+    pub threads: Option<u32>,
+    /// Let the kernels use subgroup operations where the device can (default `true`): the
+    /// subgroup reductions and x's reads shared by lanes ([`MatVec::subgroups`],
+    /// [`MatVec::x_lanes`]). `false`: workgroup memory, and every invocation reads x itself. The
+    /// same sums, bit for bit.
+    pub subgroups: bool,
+    /// Unroll rows of several invocations where a kernel can (default `true`;
+    /// [`MatVec::unroll`]): the same sums, bit for bit. `bench --no-unroll` sets it to compare.
+    pub unroll: bool,
+}
+
+impl Default for MatVecOptions {
+    fn default() -> MatVecOptions {
+        MatVecOptions {
+            mapping: Mapping::Classic,
+            threads: None,
+            subgroups: true,
+            unroll: true,
+        }
+    }
+}
+
+/// The choices an engine's matvec and matvec_id kernels are made with on one device: its
+/// [`MatVecOptions`] and what the device offers. [`Plan::matvec_key`] applies it to a call;
+/// a pure value, so the CPU-only tests plan with any policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatVecPolicy {
+    /// The mapping of calls the tuner made no choice for ([`MatVecOptions::mapping`]).
+    pub mapping: Mapping,
+    /// Invocations per row on the classic mapping: [`MatVecOptions::threads`], else 1 on CPU
+    /// adapters (llvmpipe, SwiftShader), where every barrier costs; on other adapters with
+    /// subgroups the smallest subgroup (at least 8, at most 64), and 64 elsewhere.
+    pub threads: u32,
+    /// The subgroup sizes (smallest, largest; the smallest a power of two) the kernels may use:
+    /// the device's where it has wgpu's `SUBGROUP` feature and [`MatVecOptions::subgroups`]
+    /// allows them, else `None`.
+    pub subgroups: Option<(u32, u32)>,
+    /// Whether rows of several invocations are unrolled where a kernel can
+    /// ([`MatVecOptions::unroll`], [`KernelKey::with_unroll`]).
+    pub unroll: bool,
+}
+
+impl MatVecPolicy {
+    /// The policy of `options` on a device that is a CPU adapter or not, has subgroups of
+    /// `subgroups` sizes (smallest, largest) or none, and takes at most `max_workgroup`
+    /// invocations per workgroup. Errors: threads per row or a rows shape the options name that
+    /// are no variant or too large for the device, as one line.
+    pub fn new(
+        options: &MatVecOptions,
+        cpu: bool,
+        subgroups: Option<(u32, u32)>,
+        max_workgroup: u32,
+    ) -> std::result::Result<MatVecPolicy, String> {
+        let device = subgroups.filter(|(min, max)| min.is_power_of_two() && min <= max);
+        let threads = match options.threads {
+            Some(t) if MATVEC_THREADS.contains(&t) && t <= max_workgroup => t,
+            Some(t) => {
+                return Err(format!(
+                    "matvec threads per row {t}: expected one of {MATVEC_THREADS:?}, at most the device's {max_workgroup} invocations per workgroup"
+                ))
+            }
+            None if cpu => 1,
+            None => device.map_or(WORKGROUP_SIZE, |(min, _)| min.clamp(8, 64)),
+        };
+        if let Mapping::Rows(shape) = options.mapping {
+            if RowsShape::new(shape.workgroup, shape.rows) != Some(shape)
+                || shape.workgroup > max_workgroup
+            {
+                return Err(format!(
+                    "matvec variant rows:{shape}: expected W one of {ROWS_WORKGROUPS:?} (at most the device's {max_workgroup} invocations per workgroup) and R one of {ROWS_PER_GROUP:?}"
+                ));
+            }
+        }
+        Ok(MatVecPolicy {
+            mapping: options.mapping,
+            threads,
+            subgroups: device.filter(|_| options.subgroups),
+            unroll: options.unroll,
+        })
+    }
+
+    /// Whether the classic mapping's rows reduce through subgroup shuffles: more than one but at
+    /// most the smallest subgroup of invocations per row ([`MatVec::subgroups`]).
+    pub fn classic_subgroups(&self) -> bool {
+        self.subgroups
+            .is_some_and(|(min, _)| self.threads > 1 && self.threads <= min)
+    }
+
+    /// With one invocation per row, the lanes that share each read of x: the smallest subgroup,
+    /// at most 8 ([`MatVec::x_lanes`]); else 1. On llvmpipe, which loads storage lane by lane,
+    /// x's loads had been most of the kernel's time (n = 8, Q4_0: 85 %).
+    pub fn x_lanes(&self) -> u32 {
+        match self.subgroups {
+            Some((min, _)) if self.threads == 1 => min.min(8),
+            _ => 1,
+        }
+    }
+
+    /// Whether the rows mapping in `shape` reduces through subgroup shuffles: every subgroup
+    /// full (at most W lanes) and at least 4 lanes (its workgroup memory has a slot per 4
+    /// invocations).
+    pub fn rows_subgroups(&self, shape: RowsShape) -> bool {
+        self.subgroups
+            .is_some_and(|(min, max)| min >= 4 && max <= shape.workgroup)
+    }
+
+    /// Whether the default mapping's rows are unrolled: [`MatVecPolicy::unroll`] and several
+    /// invocations per row.
+    pub fn unrolled(&self) -> bool {
+        self.unroll && (self.threads > 1 || matches!(self.mapping, Mapping::Rows(_)))
+    }
+
+    /// The matvec_id kernel of `format` (the classic mapping at one column, `exact`) with this
+    /// policy's reductions, shared x and unrolling.
+    pub fn matvec_id_key(&self, format: Format, vec_x: bool, vec_w: bool) -> KernelKey {
+        KernelKey::matvec_id(format, self.threads, vec_x)
+            .with_vec_w(vec_w)
+            .with_subgroups(self.classic_subgroups())
+            .with_x_lanes(self.x_lanes())
+            .with_unroll(self.unroll)
     }
 }
 
@@ -714,7 +848,7 @@ fn block_dot(format: Format, v: &MatVec) -> String {
 impl Plan {
     /// The policy: the mapping and precision one matvec dispatch of `columns` columns on a weight
     /// of `format` with `k` values per row runs in, asked for `asked` (the tuner's choice, a
-    /// forced variant or [`Plan::default_mapping`]). The precision is the plan's where a kernel
+    /// forced variant or [`MatVecPolicy::mapping`]). The precision is the plan's where a kernel
     /// honours it, else `exact`; more than [`MATVEC_MAX_BATCH`] columns (matmul's matvecs on CPU
     /// adapters) run on the classic mapping.
     pub fn matvec_choice(
@@ -744,21 +878,22 @@ impl Plan {
         precision: Precision,
         mapping: Mapping,
     ) -> Option<KernelKey> {
+        let m = &self.matvec;
         Some(match mapping {
             Mapping::Rows(shape) => {
                 let r = shape.rows_for(columns);
                 KernelKey::matvec_rows(format, columns, shape.workgroup, r, vec_x)?
                     .with_vec_w(vec_w)
-                    .with_subgroups(self.rows_subgroups)
+                    .with_subgroups(m.rows_subgroups(shape))
                     .with_precision(precision)
-                    .with_unroll(self.unroll)
+                    .with_unroll(m.unroll)
             }
-            Mapping::Classic => KernelKey::matvec(format, columns, self.threads, vec_x)
+            Mapping::Classic => KernelKey::matvec(format, columns, m.threads, vec_x)
                 .with_vec_w(vec_w)
-                .with_subgroups(self.subgroups)
-                .with_x_lanes(self.x_lanes)
+                .with_subgroups(m.classic_subgroups())
+                .with_x_lanes(m.x_lanes())
                 .with_precision(precision)
-                .with_unroll(self.unroll),
+                .with_unroll(m.unroll),
         })
     }
 }
@@ -865,7 +1000,7 @@ pub struct MulPlan {
 }
 
 /// Plans `call` on `plan`: `tuned` gives the mapping the tuner chose for a [`MappingKey`] (else
-/// [`Plan::default_mapping`]). Checks everything the kernels rely on: shapes, operand spans,
+/// [`MatVecPolicy::mapping`]). Checks everything the kernels rely on: shapes, operand spans,
 /// binding sizes and grid limits; every count in the parameters and the grid fits `u32`.
 pub fn plan_mul(
     plan: &Plan,
@@ -886,7 +1021,7 @@ pub fn plan_mul(
             if call.batch == 0 {
                 return Err(invalid("matmul needs at least one column".into()));
             }
-            (plan.threads > 1, MATMUL_CPU_COLUMNS as u64, None)
+            (plan.matvec.threads > 1, MATMUL_CPU_COLUMNS as u64, None)
         }
     };
     let w = &call.weight;

@@ -101,7 +101,7 @@ pub fn plan_matvec_id(plan: &Plan, call: &MatVecIdCall<'_>) -> Result<MatVecIdPl
         return Ok(MatVecIdPlan {
             shape: s,
             runs: Vec::new(),
-            key: KernelKey::matvec_id(s.format, plan.threads, false),
+            key: KernelKey::matvec_id(s.format, plan.matvec.threads, false),
             x: Span {
                 offset: 0,
                 size: 0,
@@ -131,7 +131,7 @@ pub fn plan_matvec_id(plan: &Plan, call: &MatVecIdCall<'_>) -> Result<MatVecIdPl
     span_of(call.y, 0, pairs.saturating_mul(n), align, "y")?;
     let room = plan.max_binding.saturating_sub(align);
     let per = (room / n.saturating_mul(4)).min(plan.max_dim);
-    let rows_per_group = (WORKGROUP_SIZE / plan.threads) as u64;
+    let rows_per_group = (WORKGROUP_SIZE / plan.matvec.threads) as u64;
     if per == 0 || n.div_ceil(rows_per_group) > plan.max_dim.saturating_mul(plan.max_dim) {
         return Err(GpuError::TooLarge {
             what: format!("one expert's outputs of {} in a storage binding", w.name),
@@ -142,11 +142,9 @@ pub fn plan_matvec_id(plan: &Plan, call: &MatVecIdCall<'_>) -> Result<MatVecIdPl
     }
     let runs = row_runs(plan, w, &s, u64::MAX)?;
     let vec_x = s.k.is_multiple_of(4) && x.skip.is_multiple_of(4);
-    let key = KernelKey::matvec_id(s.format, plan.threads, vec_x)
-        .with_vec_w(aligned_rows(&s, &runs))
-        .with_subgroups(plan.subgroups)
-        .with_x_lanes(plan.x_lanes)
-        .with_unroll(plan.unroll);
+    let key = plan
+        .matvec
+        .matvec_id_key(s.format, vec_x, aligned_rows(&s, &runs));
     let (gx, gy) = windows::grid(n.div_ceil(rows_per_group), plan.max_dim);
     let mut windows = Vec::new();
     let mut p0 = 0;
