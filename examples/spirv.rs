@@ -37,8 +37,8 @@ use rayon::prelude::*;
 ///
 /// Derived from the kernels' structure; extend it with every new variant:
 /// * matvec on the rows mapping (`key.rows` > 0, `shaders/kernels/matvec_rows.wgsl`): every
-///   invocation of the workgroup takes one 8-value chunk of each of the R rows, `unroll` such
-///   chunks per row per step: 8 · U · R values.
+///   invocation of the workgroup takes a slot of S 8-value chunks of each of the R rows, `unroll`
+///   such slots per row per step: 8 · U · R · S values.
 /// * matvec, matvec_id on the f32 path (`shaders/kernels/row_dot.wgsl`): with one invocation per
 ///   row and a block format, one block per step (`block_dot`: its parts written out for one
 ///   column; for several columns a loop of four parts inside, which the compiler may leave rolled);
@@ -52,7 +52,9 @@ use rayon::prelude::*;
 fn values_per_step(key: &KernelKey) -> (u32, &'static str) {
     let block = key.format.block_elems() as u32;
     match key.variant {
-        Variant::MatVec(v) | Variant::MatVecId(v) if v.rows > 0 => (8 * v.unroll * v.rows, "loop"),
+        Variant::MatVec(v) | Variant::MatVecId(v) if v.rows > 0 => {
+            (8 * v.unroll * v.rows * v.slot, "loop")
+        }
         Variant::MatVec(v) | Variant::MatVecId(v) if v.precision == Precision::Int8 => (8, "loop"),
         Variant::MatVec(v) | Variant::MatVecId(v) if v.threads == 1 && block >= 8 => {
             (block, "loop")
@@ -212,6 +214,7 @@ fn main() {
                 "columns": v.columns,
                 "threads": v.threads,
                 "rows": v.rows,
+                "slot": v.slot,
                 "vec_x": v.vec_x,
                 "vec_w": v.vec_w,
                 "subgroups": v.subgroups,

@@ -17,7 +17,7 @@
 #   peer.txt         llama.cpp's test-backend-ops on the same GPU: matvec at 8192x65536 every format;
 #                    matvec n = 1 and 8 at 4096x14336 for the formats of the mv-big rows
 #   mv-big-*.json    matvec at 14336x4096 and 8192x65536 (weights well beyond L2), a few formats
-#   mv-rows-*.json   other rows shapes (64x4, 256x1, 32x2, 128x4 factored) on a few formats
+#   mv-rows-*.json   other rows shapes (64x4, 256x1, 32x2; slots 128x2s2, 64x2s4) on a few formats
 #   mv-n248.json     matvec n = 2, 4, 8 on a few formats, rows 128x2 factored
 #   dequant.json     dequantisation to f32 and f16, 256 MiB of output per format (with the bench's
 #                    read and copy rooflines of the same device)
@@ -51,6 +51,13 @@
 #      loads, the exact int-to-float), read beside isa.sh's instructions per weight for it.
 #   6. Compare with llama.cpp (peer.txt) at 8192x65536 and 4096x14336 only (beyond L2 for both);
 #      4096x4096 keeps the peer's weight in L2.
+#   7. Slots (written 2026-12-07, before any GPU ran them; isa.sh gives 20-35 % fewer instructions
+#      per weight with slots of 4 than of 1 on AMD): if rows 128x2s2 or 64x2s4 is >= 1.1x faster
+#      than rows 128x2 (mv-rows-*.json against mv-rows128x2-exact.json, n = 1) for most of the few
+#      formats, the faster slotted shape becomes the rows prior and rule 1 is read with it. If the
+#      slots are slower despite the instruction counts, the loss is in memory access (a subgroup's
+#      loads S chunks apart): keep slots of 2 for the k-quants only and take the next step in the
+#      decoders instead.
 #
 #   bash scripts/gpu/suite.sh OUTDIR [SECONDS]
 set -uo pipefail
@@ -151,7 +158,7 @@ for shape in "${big_shapes[@]}"; do
     step mv-big-$shape-rows 25 "$log" "${bench[@]}" "${few[@]}" --shape "$shape" --batch 1 --variant rows:128x2 \
         --precision factored --json "$out/mv-big-$shape-rows.json"
 done
-for shape in 64x4 256x1 32x2; do
+for shape in 64x4 256x1 32x2 128x2s2 64x2s4; do
     step mv-rows-$shape 15 "$log" "${bench[@]}" "${few[@]}" --shape "$mv_shape" --batch "$n" --variant rows:$shape \
         --json "$out/mv-rows-$shape.json"
 done

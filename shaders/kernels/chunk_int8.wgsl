@@ -19,6 +19,11 @@ fn chunk(row_base: u32, c: u32) -> Chunk {
     return w_qpart8(row_base + (c / parts) * w_BLOCK_BYTES, c % parts);
 }
 
+// Part p (values 8p .. 8p + 8) of the block at byte `base`.
+fn part_chunk(base: u32, p: u32) -> Chunk {
+    return w_qpart8(base, p);
+}
+
 // x's codes of values o .. o + 8 (o = x_skip + 8c + b K, as the kernel reads f32 x; the codes
 // start at word 0 whatever x's offset) and their scale: two words of codes, the scale's bits.
 fn x8(o: u32) -> vec3<u32> {

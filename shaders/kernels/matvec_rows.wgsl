@@ -1,7 +1,8 @@
 // Matrix-vector products for GPUs: y = W x for B (1..8) columns, the rows mapping. Composed by
 // src/gpu/kernels/family/matvec.rs after the variant's constants, B (columns), WG (invocations
-// per workgroup: 32..256), R (rows per workgroup: 1..8) and U (chunks per loop step: 1 or 4),
-// the weight's decode module, rows.wgsl, the precision's chunk file (chunk_exact.wgsl,
+// per workgroup: 32..256), R (rows per workgroup: 1..8), S (chunks per slot: 1, 2 or 4; R * S at
+// most 8) and U (slots of each row per unrolled loop step: 1 to 4),
+// the weight's decode module, rows.wgsl, the precision's chunk file and slot_chunks (chunk_exact.wgsl,
 // chunk_factored.wgsl or chunk_int8.wgsl: what a chunk is and its dot with x), the x binding
 // and reader (`x: array<f32>` with x_scalar.wgsl, or x_vec4.wgsl when K is a multiple of 4 and x
 // 16-byte aligned, and x_tail.wgsl; chunk_int8.wgsl has its own: x's int8 codes) and the
@@ -11,10 +12,18 @@
 // of the sums).
 //
 // Thread mapping (as llama.cpp's mul_mat_vec): all WG invocations of a workgroup work on all R
-// rows. Invocation i takes the 8-value chunks i, i + WG, ... of every row, so the workgroup reads
-// each row's bytes front to back in WG-chunk strides; it reads each chunk's x once per column and
-// uses it for the R rows (classic matvec.wgsl reads it once per row), and decodes the R rows'
-// chunks before it sums any, so their loads are in flight together (and U steps' with U = 4).
+// rows. A row is cut into slots of S 8-value chunks; invocation i takes slots i, i + WG, ... of
+// every row (chunks S i .. S i + S, ...), so the workgroup reads each row's bytes front to back in
+// WG-slot strides. A slot lies in one block (every block format has a multiple of 4 parts), so
+// its chunks share their block's and sub-block's scales, decoded once for the slot where the
+// compiler sees it: slot_chunks (composed before this file by family/matvec.rs) decodes the
+// slot's chunks in straight-line code, with the block named once (in a loop, each chunk would
+// sit behind the loop-bounding check wgpu adds to every loop, and nothing would be shared). The invocation reads each chunk's x once per
+// column and uses it for the R rows (classic matvec.wgsl reads it once per row), and decodes the
+// R rows' chunks of U slots before it sums any, so their loads are in flight together. The
+// chunks past the last whole slot (fewer than S, the last maybe ragged) go one to an invocation,
+// each to the invocation whose slot would have come next, so that with S = 1 every chunk is
+// where it always was.
 // Per (row, column) the WG partial sums are then reduced in a fixed order, so results repeat bit
 // for bit from run to run on one adapter; a row's sums do not depend on R (the same chunks, the
 // same invocations, the same order), which the tests check.
@@ -26,8 +35,9 @@
 
 // Sums per invocation: row r, column b at index r * B + b.
 const RB: u32 = R * B;
-// Chunks decoded per unrolled step (U of each row).
-const RU: u32 = R * U;
+// Chunks of one slot of every row, and of the U slots decoded per unrolled step.
+const RS: u32 = R * S;
+const RSU: u32 = R * S * U;
 
 @compute @workgroup_size(WG)
 fn matvec(
@@ -49,28 +59,55 @@ fn matvec(
     var acc: array<f32, RB>;
     let n_chunks = (k + 7u) / 8u;
     let whole = k / 8u;
-    var c = lid;
+    // Slots all of whose chunks are whole.
+    let slots = whole / S;
+    var q = lid;
     if (U > 1u) {
-        // U chunks of each of the R rows decoded per step before any is summed.
-        for (; c + (U - 1u) * WG < whole; c += U * WG) {
-            var v: array<Chunk, RU>;
+        // U slots of each of the R rows decoded per step before any is summed.
+        for (; q + (U - 1u) * WG < slots; q += U * WG) {
+            var v: array<Chunk, RSU>;
             for (var u = 0u; u < U; u++) {
                 for (var r = 0u; r < R; r++) {
-                    v[u * R + r] = chunk(base[r], c + u * WG);
+                    let vs = slot_chunks(base[r], q + u * WG);
+                    for (var s = 0u; s < S; s++) {
+                        v[(u * S + s) * R + r] = vs[s];
+                    }
                 }
             }
             for (var u = 0u; u < U; u++) {
-                let at = params.x_skip + 8u * (c + u * WG);
-                for (var b = 0u; b < B; b++) {
-                    let xs = x8(at + b * k);
-                    for (var r = 0u; r < R; r++) {
-                        acc[r * B + b] += chunk_dot(v[u * R + r], xs);
+                for (var s = 0u; s < S; s++) {
+                    let at = params.x_skip + 8u * (S * (q + u * WG) + s);
+                    for (var b = 0u; b < B; b++) {
+                        let xs = x8(at + b * k);
+                        for (var r = 0u; r < R; r++) {
+                            acc[r * B + b] += chunk_dot(v[(u * S + s) * R + r], xs);
+                        }
                     }
                 }
             }
         }
     }
-    for (; c < n_chunks; c += WG) {
+    for (; q < slots; q += WG) {
+        var v: array<Chunk, RS>;
+        for (var r = 0u; r < R; r++) {
+            let vs = slot_chunks(base[r], q);
+            for (var s = 0u; s < S; s++) {
+                v[s * R + r] = vs[s];
+            }
+        }
+        for (var s = 0u; s < S; s++) {
+            let at = params.x_skip + 8u * (S * q + s);
+            for (var b = 0u; b < B; b++) {
+                let xs = x8(at + b * k);
+                for (var r = 0u; r < R; r++) {
+                    acc[r * B + b] += chunk_dot(v[s * R + r], xs);
+                }
+            }
+        }
+    }
+    // The chunks past the whole slots, one per invocation from the one whose slot is next.
+    let c = S * slots + (lid + WG - slots % WG) % WG;
+    if (c < n_chunks) {
         var v: array<Chunk, R>;
         for (var r = 0u; r < R; r++) {
             v[r] = chunk(base[r], c);

@@ -302,4 +302,40 @@ fn the_matvec_policy_follows_the_device() {
         e.contains("rows:256x1") && e.contains("128 invocations"),
         "{e}"
     );
+    // Slots (`MatVec::slot`) in the variant's name, and the ones that are no variant.
+    let slotted: Mapping = "rows:64x2s4".parse().unwrap();
+    let Mapping::Rows(shape) = slotted else {
+        panic!("{slotted}")
+    };
+    assert_eq!((shape.workgroup, shape.rows, shape.slot), (64, 2, 4));
+    assert_eq!(slotted.to_string(), "rows:64x2s4");
+    assert_eq!(
+        "128x2s1".parse::<Mapping>().unwrap().to_string(),
+        "rows:128x2"
+    );
+    for bad in ["64x4s4", "64x2s3", "64x2s", "64x2s4x"] {
+        let e = bad.parse::<Mapping>().unwrap_err();
+        assert!(e.contains("WxRsS"), "{bad}: {e}");
+    }
+    // The slot's kernels: its name, and R and U as their rules make them.
+    let mut plan = gpu_plan();
+    plan.matvec.mapping = slotted;
+    let key = |columns, precision, mapping| {
+        plan.matvec_key(Format::Q4_K, columns, (true, false), precision, mapping)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        key(1, Precision::Exact, slotted),
+        "matvec.Q4_K.c1.w64.r2.s4.u1.vx.sg"
+    );
+    assert_eq!(
+        key(8, Precision::Exact, slotted),
+        "matvec.Q4_K.c8.w64.r2.s4.u1.vx.sg"
+    );
+    let two = Mapping::Rows(RowsShape::new(64, 1).unwrap().with_slot(2).unwrap());
+    assert_eq!(
+        key(1, Precision::Int8, two),
+        "matvec.Q4_K.c1.w64.r1.s2.u2.sg.int"
+    );
 }

@@ -43,7 +43,9 @@ fn validate_and_translate(key: &KernelKey) -> Vec<String> {
 /// sums (`chunk_factored.wgsl`, which only changes what a chunk is): every variant of Q4_K, and
 /// on every format with them each x reader, reduction and loop at 3 columns on one and 64
 /// invocations per row and on that rows shape. The integer path on the rows mapping
-/// (`chunk_int8.wgsl`) as the exact rows mapping: every shape on Q4_K, one elsewhere.
+/// (`chunk_int8.wgsl`) as the exact rows mapping: every shape on Q4_K, one elsewhere. Slots of
+/// 2 and 4 chunks (`MatVec::slot`), a loop around the same decoders: every variant of one column
+/// on Q4_K, the one shape elsewhere.
 fn keys() -> Vec<KernelKey> {
     use gguf_dequant::gpu::kernels::Precision;
     use gguf_dequant::Format;
@@ -57,6 +59,9 @@ fn keys() -> Vec<KernelKey> {
             let one_shape = v.columns == 3 && matches!((v.threads, v.rows), (1 | 64, 0) | (64, 2));
             if v.precision == Precision::Factored {
                 return k.format == Format::Q4_K || one_shape;
+            }
+            if v.slot > 1 {
+                return (k.format == Format::Q4_K && v.columns == 1) || one_shape;
             }
             v.rows == 0
                 || every_shape.contains(&k.format)

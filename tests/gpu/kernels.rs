@@ -752,13 +752,13 @@ gpu_test!(decode_modules_compose, two_decode_modules_in_one_shader);
 fn rows_mapping(engine: &GpuEngine) {
     use gguf_dequant::gpu::kernels::RowsShape;
     let backend = label(engine);
-    let open = |w: u32, r: u32, unroll: bool, subgroups: bool| {
+    let open_shape = |shape: RowsShape, unroll: bool, subgroups: bool| {
         GpuEngine::from_device(
             engine.device().clone(),
             engine.queue().clone(),
             EngineOptions {
                 matvec: MatVecOptions {
-                    mapping: Mapping::Rows(RowsShape::new(w, r).unwrap()),
+                    mapping: Mapping::Rows(shape),
                     unroll,
                     subgroups,
                     ..MatVecOptions::default()
@@ -767,6 +767,9 @@ fn rows_mapping(engine: &GpuEngine) {
             },
         )
         .unwrap()
+    };
+    let open = |w: u32, r: u32, unroll: bool, subgroups: bool| {
+        open_shape(RowsShape::new(w, r).unwrap(), unroll, subgroups)
     };
     let sg = engine
         .device()
@@ -821,6 +824,29 @@ fn rows_mapping(engine: &GpuEngine) {
         let got = wide.matvec(&w, &x, 1).unwrap();
         within(&what, &ops::mul_mat(f, &raw, k, &x, 1).unwrap(), &got);
         assert_eq!(bits(got), bits(one.matvec(&w, &x, 1).unwrap()), "{what}");
+    }
+    // Slots of 2 and 4 chunks (`MatVec::slot`): within the bound, and a row's sums independent of
+    // R and U for one slot (2 rows unrolled against 1 rolled); F16's ragged K leaves whole chunks
+    // and a ragged one past the whole slots.
+    for slot in [2, 4] {
+        let shape = |r: u32| RowsShape::new(64, r).unwrap().with_slot(slot).unwrap();
+        let (slots, slots_one) = (
+            open_shape(shape(2), true, true),
+            open_shape(shape(1), false, true),
+        );
+        for (fi, f) in [Format::Q4_K, Format::Q8_0, Format::F16]
+            .into_iter()
+            .enumerate()
+        {
+            let k = if f == Format::F16 {
+                1024 + 13
+            } else {
+                1024 + f.block_elems()
+            };
+            let what = format!("{backend} {f} rows 64x2s{slot} K={k}");
+            let seeds = (2000 + fi as u64, fi as u64);
+            same_rows(&what, &slots, &slots_one, f, k, 5, seeds);
+        }
     }
     let (f, k, n) = (Format::Q4_K, 1024, 19);
     let raw = weights(f, k * n, 7);

@@ -4,8 +4,9 @@
 //! f32 rounding term alone where x's codes are exact: integers with ±127 in every block, so any
 //! wrong code or scale would be far outside it); matvec of 1, 2 and 8 columns (1 and 3 on
 //! factored's second and third shapes), matmul on CPU adapters (its 16-column matvecs), one invocation per row, 64, the adapter's smallest subgroup
-//! (the shuffle reduction where it has subgroups), and both modes on the rows mapping (int8's
-//! loop unrolled, two chunks of each row per step); NaN in a
+//! (the shuffle reduction where it has subgroups), and both modes on the rows mapping with slots
+//! of several chunks (`MatVec::slot`: factored 2 rows of 2-chunk slots, int8 one row of 4-chunk
+//! slots); NaN in a
 //! column; adversarial blocks (offsets that cancel the scaled values to 1/2048 of them, scales at
 //! f16's edges); the formats without a kernel of the mode fall back to `exact` and hold its
 //! bound; two integer-path calls in one pass share the recorder's scratch buffer, and warm steps
@@ -282,7 +283,7 @@ gpu_test!(
     options = EngineOptions {
         precision: Precision::Factored,
         matvec: MatVecOptions {
-            mapping: Mapping::Rows(RowsShape::new(64, 2).unwrap()),
+            mapping: Mapping::Rows(RowsShape::new(64, 2).unwrap().with_slot(2).unwrap()),
             unroll: false,
             ..MatVecOptions::default()
         },
@@ -295,7 +296,7 @@ gpu_test!(
     options = EngineOptions {
         precision: Precision::Int8,
         matvec: MatVecOptions {
-            mapping: Mapping::Rows(RowsShape::new(64, 2).unwrap()),
+            mapping: Mapping::Rows(RowsShape::new(64, 1).unwrap().with_slot(4).unwrap()),
             ..MatVecOptions::default()
         },
         ..EngineOptions::default()

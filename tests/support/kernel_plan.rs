@@ -8,7 +8,7 @@ use gguf_dequant::gpu::kernels::{
     plan_get_rows, plan_matvec_id, plan_mul, Extent, GetRowsCall, GetRowsPlan, KernelKey, Mapping,
     MappingKey, MatVecIdCall, MatVecIdPlan, MatVecPolicy, MulCall, MulOp, MulParams, MulPlan, Op,
     PartLayout, Plan, Precision, RowRun, RowsShape, Shape, Span, WeightLayout, MATMUL_CPU_COLUMNS,
-    MATMUL_TILE, MATVEC_MAX_BATCH, MATVEC_THREADS, ROWS_PER_GROUP, ROWS_WORKGROUPS,
+    MATMUL_TILE, MATVEC_MAX_BATCH, MATVEC_THREADS, ROWS_PER_GROUP, ROWS_SLOTS, ROWS_WORKGROUPS,
 };
 use gguf_dequant::{DType, Format};
 
@@ -90,11 +90,13 @@ fn plan_and_weight(pick: &mut dyn FnMut(u64) -> u64) -> (Plan, Weight) {
     let max_dim = [1, 2, 3, 7, 65535][pick(5) as usize];
     let threads = MATVEC_THREADS[pick(MATVEC_THREADS.len() as u64) as usize];
     let rows = (pick(2) == 0).then(|| {
-        RowsShape::new(
+        let shape = RowsShape::new(
             ROWS_WORKGROUPS[pick(ROWS_WORKGROUPS.len() as u64) as usize],
             ROWS_PER_GROUP[pick(ROWS_PER_GROUP.len() as u64) as usize],
         )
-        .expect("a rows shape")
+        .expect("a rows shape");
+        let slot = ROWS_SLOTS[pick(ROWS_SLOTS.len() as u64) as usize];
+        shape.with_slot(slot).unwrap_or(shape)
     });
     let plan = Plan {
         align,
@@ -328,6 +330,10 @@ pub fn check(c: &Case, p: &MulPlan) {
             let classic = g.columns > MATVEC_MAX_BATCH as u64;
             assert_eq!(g.mapping, if classic { Mapping::Classic } else { asked });
             assert_eq!(v.rows > 0, matches!(g.mapping, Mapping::Rows(_)));
+            if let Mapping::Rows(shape) = g.mapping {
+                assert_eq!((v.threads, v.slot), (shape.workgroup, shape.slot), "{key}");
+                assert!(v.rows * v.slot <= 8 && v.rows * v.columns <= 16, "{key}");
+            }
             // The policy's reductions and shared reads of x, as the device's subgroups allow.
             let (subgroups, lanes) = match g.mapping {
                 Mapping::Rows(shape) => (plan.matvec.rows_subgroups(shape), 1),

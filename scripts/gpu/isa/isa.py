@@ -271,7 +271,7 @@ STAT_KEYS = {"VGPRs": "vgprs", "SGPRs": "sgprs", "Subgroups per SIMD": "waves_pe
              "Instructions": "instructions", "Code size": "code_size", "LDS size": "lds_bytes",
              "Scratch size": "scratch_bytes", "Latency": "latency", "Inverse Throughput": "inverse_throughput"}
 
-KEY_FIELDS = ["columns", "threads", "rows", "vec_x", "vec_w", "subgroups", "x_lanes", "unroll", "int_dot", "precision",
+KEY_FIELDS = ["columns", "threads", "rows", "slot", "vec_x", "vec_w", "subgroups", "x_lanes", "unroll", "int_dot", "precision",
               "dtype"]
 
 

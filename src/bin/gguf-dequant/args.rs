@@ -220,9 +220,10 @@ pub struct VerifyArgs {
     /// With --op: the seed of the random inputs and row runs.
     #[arg(long, default_value_t = 1, requires = "op")]
     pub seed: u64,
-    /// With --op: matvec's variant: `classic` (each row its own invocations) or `rows:WxR` (the
-    /// rows mapping for GPUs, e.g. rows:128x2) [default: the engine's].
-    #[arg(long, value_name = "classic|rows:WxR", requires = "op")]
+    /// With --op: matvec's variant: `classic` (each row its own invocations) or `rows:WxR[sS]`
+    /// (the rows mapping for GPUs, e.g. rows:128x2, or rows:64x2s4 with slots of 4 chunks)
+    /// [default: the engine's].
+    #[arg(long, value_name = "classic|rows:WxR[sS]", requires = "op")]
     pub variant: Option<gguf_dequant::gpu::kernels::Mapping>,
     /// With --op: how matvec and matmul sum: exact, factored, int8 or mixed16 (formats without
     /// a kernel of that mode sum exact); each check holds the bound of the mode it ran in.
@@ -304,9 +305,10 @@ pub struct ApplyArgs {
     /// without one].
     #[arg(long, value_parser = backend::parser(DECODE))]
     pub backend: Option<Backend>,
-    /// matvec's variant: `classic` (each row its own invocations) or `rows:WxR` (the rows
-    /// mapping for GPUs, e.g. rows:128x2) [default: the engine's].
-    #[arg(long, value_name = "classic|rows:WxR")]
+    /// matvec's variant: `classic` (each row its own invocations) or `rows:WxR[sS]` (the rows
+    /// mapping for GPUs, e.g. rows:128x2, or rows:64x2s4 with slots of 4 chunks) [default: the
+    /// engine's].
+    #[arg(long, value_name = "classic|rows:WxR[sS]")]
     pub variant: Option<gguf_dequant::gpu::kernels::Mapping>,
     /// How matvec and matmul sum on the GPU: exact, factored, int8 or mixed16 (formats without
     /// a kernel of that mode sum exact; the summary names the mode that ran).
@@ -445,11 +447,12 @@ pub struct BenchArgs {
     /// four with their loads issued together: the same sums, for comparing the two.
     #[arg(long)]
     pub no_unroll: bool,
-    /// matvec's variant: `classic` (each row its own invocations) or `rows:WxR` (the rows
+    /// matvec's variant: `classic` (each row its own invocations) or `rows:WxR[sS]` (the rows
     /// mapping for GPUs: W invocations per workgroup, 32 to 256, all working on R rows, 1 to 8,
-    /// each chunk of x read once for the R rows, as llama.cpp's mul_mat_vec) [default: the
+    /// each chunk of x read once for the R rows, as llama.cpp's mul_mat_vec; each invocation
+    /// taking slots of S consecutive 8-value chunks, 1, 2 or 4, R × S at most 8) [default: the
     /// engine's, classic].
-    #[arg(long, alias = "matvec-rows", value_name = "classic|rows:WxR")]
+    #[arg(long, alias = "matvec-rows", value_name = "classic|rows:WxR[sS]")]
     pub variant: Option<gguf_dequant::gpu::kernels::Mapping>,
     /// Make every call of a kernel row's timed run on one weight copy (as llama.cpp's
     /// test-backend-ops times its cases: the weight then stays in the GPU's caches where it

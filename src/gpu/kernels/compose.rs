@@ -271,7 +271,8 @@ mod tests {
         key.matvec_variant().unwrap()
     }
     use crate::gpu::kernels::{
-        MATVEC_MAX_BATCH, MATVEC_THREADS, ROWS_MAX_SUMS, ROWS_PER_GROUP, ROWS_WORKGROUPS, X_LANES,
+        MATVEC_MAX_BATCH, MATVEC_THREADS, ROWS_MAX_SLOT_CHUNKS, ROWS_MAX_SUMS, ROWS_PER_GROUP,
+        ROWS_SLOTS, ROWS_WORKGROUPS, X_LANES,
     };
 
     #[test]
@@ -281,12 +282,15 @@ mod tests {
         // shared x.
         let reductions = 2 * MATVEC_THREADS.len() - 1;
         let matvecs = (reductions + 2 * (MATVEC_THREADS.len() - 1) + X_LANES.len()) * 2;
-        // The rows mapping: (columns, rows) with rows × columns <= 16, both reductions, and
-        // below 4 rows also unrolled; every workgroup size, both x readers.
+        // The rows mapping: (columns, rows, slot) with rows × columns <= 16 and rows × slot
+        // <= 8, both reductions, and below 4 chunks per slot step also unrolled; every
+        // workgroup size, both x readers.
         let rows_variants: usize = (1..=MATVEC_MAX_BATCH)
             .flat_map(|c| ROWS_PER_GROUP.map(move |r| (c, r)))
             .filter(|&(c, r)| c * r <= ROWS_MAX_SUMS)
-            .map(|(_, r)| if r < 4 { 4 } else { 2 })
+            .flat_map(|(_, r)| ROWS_SLOTS.map(move |s| r * s))
+            .filter(|&chunks| chunks <= ROWS_MAX_SLOT_CHUNKS)
+            .map(|chunks| if chunks < 4 { 4 } else { 2 })
             .sum::<usize>()
             * ROWS_WORKGROUPS.len()
             * 2;
@@ -315,6 +319,17 @@ mod tests {
             .any(|k| k.op() == Op::MatVecId && mv(*k).vec_w && mv(*k).x_lanes == 8));
         let unique: std::collections::HashSet<_> = all.iter().collect();
         assert_eq!(unique.len(), all.len());
+    }
+
+    /// The rows mapping's slots lie in one block: every block format has a multiple of 4
+    /// parts of 8 values (the largest slot).
+    #[test]
+    fn slots_lie_in_one_block() {
+        for &f in crate::formats::WITH_SHADER {
+            let elems = f.block_elems() as u32;
+            assert!(elems == 1 || elems.is_multiple_of(8 * 4), "{f}: {elems}");
+        }
+        assert_eq!(ROWS_SLOTS.iter().max(), Some(&4));
     }
 
     #[test]

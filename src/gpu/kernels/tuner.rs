@@ -18,16 +18,19 @@ use crate::gpu::tune::{
 use crate::gpu::{buffers, GpuEngine};
 use crate::{ops, Format, Result};
 
-/// The rows-mapping shapes the tuner tries beside the prior (llama.cpp's per-vendor choices and
-/// their neighbours: W × {½, 2}, R × {½, 2}).
-pub const TUNE_SHAPES: [(u32, u32); 7] = [
-    (32, 2),
-    (64, 2),
-    (64, 4),
-    (128, 1),
-    (128, 2),
-    (256, 1),
-    (256, 2),
+/// The rows-mapping shapes (W, R, slot) the tuner tries beside the prior (llama.cpp's per-vendor
+/// choices and their neighbours: W × {½, 2}, R × {½, 2}; slots of a k-quant's 16-value scale
+/// slot and of a whole 32-value block).
+pub const TUNE_SHAPES: [(u32, u32, u32); 9] = [
+    (32, 2, 1),
+    (64, 2, 1),
+    (64, 4, 1),
+    (128, 1, 1),
+    (128, 2, 1),
+    (256, 1, 1),
+    (256, 2, 1),
+    (64, 2, 2),
+    (128, 1, 4),
 ];
 
 /// Weight rows of the probe every candidate's output is checked on.
@@ -120,15 +123,15 @@ impl TuneSettings {
 
 impl GpuEngine {
     /// The matvec mappings the tuner races for `columns` columns: the prior (the engine's default,
-    /// [`MatVecPolicy::mapping`](super::MatVecPolicy::mapping)) first, then the classic mapping and [`TUNE_SHAPES`] that the
-    /// device can run, each once.
+    /// [`MatVecPolicy::mapping`](super::MatVecPolicy::mapping)) first, then the classic mapping and
+    /// [`TUNE_SHAPES`] that the device can run, each once.
     pub fn matvec_candidates(&self, columns: u32) -> Vec<Mapping> {
         let prior = self.kernels.plan.matvec.mapping;
         let max_wg = self.limits().max_compute_invocations_per_workgroup;
         let mut out = vec![prior];
         let shapes = TUNE_SHAPES
             .iter()
-            .filter_map(|&(w, r)| RowsShape::new(w, r))
+            .filter_map(|&(w, r, slot)| RowsShape::new(w, r)?.with_slot(slot))
             .filter(|s| s.workgroup <= max_wg)
             // Rows halved for many columns: shapes that become the same are one candidate.
             .map(|s| RowsShape {

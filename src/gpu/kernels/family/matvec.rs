@@ -33,6 +33,13 @@ pub const ROWS_WORKGROUPS: [u32; 4] = [32, 64, 128, 256];
 /// The rows per workgroup of the matvec rows mapping ([`MatVec::rows`]).
 pub const ROWS_PER_GROUP: [u32; 4] = [1, 2, 4, 8];
 
+/// The chunks per slot of the matvec rows mapping ([`MatVec::slot`]).
+pub const ROWS_SLOTS: [u32; 3] = [1, 2, 4];
+
+/// The most chunks of one slot step: rows × slot ([`MatVec::slot`]; the chunks an invocation
+/// holds decoded at once).
+pub const ROWS_MAX_SLOT_CHUNKS: u32 = 8;
+
 /// The most sums one invocation of the rows mapping holds: rows × columns
 /// ([`MatVec::rows`]; its workgroup-memory reduction keeps them all for every invocation,
 /// 16 KiB at 256 invocations).
@@ -47,13 +54,28 @@ pub struct RowsShape {
     /// Rows per workgroup, one of [`ROWS_PER_GROUP`]; fewer where the columns would make rows
     /// × columns exceed [`ROWS_MAX_SUMS`] ([`RowsShape::rows_for`]).
     pub rows: u32,
+    /// Consecutive chunks per invocation, one of [`ROWS_SLOTS`] ([`MatVec::slot`]; 1 by
+    /// default), rows × slot at most [`ROWS_MAX_SLOT_CHUNKS`].
+    pub slot: u32,
 }
 
 impl RowsShape {
     /// The shape `workgroup` × `rows`, where both are variants.
     pub fn new(workgroup: u32, rows: u32) -> Option<RowsShape> {
-        (ROWS_WORKGROUPS.contains(&workgroup) && ROWS_PER_GROUP.contains(&rows))
-            .then_some(RowsShape { workgroup, rows })
+        (ROWS_WORKGROUPS.contains(&workgroup) && ROWS_PER_GROUP.contains(&rows)).then_some(
+            RowsShape {
+                workgroup,
+                rows,
+                slot: 1,
+            },
+        )
+    }
+
+    /// This shape with `slot` consecutive chunks per invocation, where that is a variant (one
+    /// of [`ROWS_SLOTS`], rows × slot at most [`ROWS_MAX_SLOT_CHUNKS`]).
+    pub fn with_slot(self, slot: u32) -> Option<RowsShape> {
+        (ROWS_SLOTS.contains(&slot) && self.rows * slot <= ROWS_MAX_SLOT_CHUNKS)
+            .then_some(RowsShape { slot, ..self })
     }
 
     /// Rows per workgroup for `columns` columns: [`RowsShape::rows`], halved until rows ×
@@ -69,23 +91,30 @@ impl RowsShape {
 
 impl std::fmt::Display for RowsShape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}x{}", self.workgroup, self.rows)
+        write!(f, "{}x{}", self.workgroup, self.rows)?;
+        if self.slot > 1 {
+            write!(f, "s{}", self.slot)?;
+        }
+        Ok(())
     }
 }
 
 impl std::str::FromStr for RowsShape {
     type Err = String;
 
-    /// `WxR`, e.g. `128x2`.
+    /// `WxR` or `WxRsS`, e.g. `128x2` or `64x2s4`.
     fn from_str(s: &str) -> std::result::Result<RowsShape, String> {
         let bad = || {
             format!(
-                "matvec rows shape '{s}': expected WxR with W one of {ROWS_WORKGROUPS:?} and R one of {ROWS_PER_GROUP:?}, e.g. 128x2"
+                "matvec rows shape '{s}': expected WxR or WxRsS with W one of {ROWS_WORKGROUPS:?}, R one of {ROWS_PER_GROUP:?} and S one of {ROWS_SLOTS:?} (R × S at most {ROWS_MAX_SLOT_CHUNKS}), e.g. 128x2 or 64x2s4"
             )
         };
-        let (w, r) = s.trim().split_once(['x', 'X']).ok_or_else(bad)?;
-        let (w, r) = (w.parse().map_err(|_| bad())?, r.parse().map_err(|_| bad())?);
-        RowsShape::new(w, r).ok_or_else(bad)
+        let (w, rest) = s.trim().split_once(['x', 'X']).ok_or_else(bad)?;
+        let (r, slot) = rest.split_once(['s', 'S']).unwrap_or((rest, "1"));
+        let number = |t: &str| t.parse::<u32>().map_err(|_| bad());
+        RowsShape::new(number(w)?, number(r)?)
+            .and_then(|shape| shape.with_slot(number(slot).ok()?))
+            .ok_or_else(bad)
     }
 }
 
@@ -204,7 +233,8 @@ impl MatVecPolicy {
             None => device.map_or(WORKGROUP_SIZE, |(min, _)| min.clamp(8, 64)),
         };
         if let Mapping::Rows(shape) = options.mapping {
-            if RowsShape::new(shape.workgroup, shape.rows) != Some(shape)
+            if RowsShape::new(shape.workgroup, shape.rows).and_then(|s| s.with_slot(shape.slot))
+                != Some(shape)
                 || shape.workgroup > max_workgroup
             {
                 return Err(format!(
@@ -283,6 +313,14 @@ pub struct MatVec {
     /// of x read once for them all. Other sums than the classic mapping's (another order),
     /// within the same f32 bound; a row's sums do not depend on the rows per workgroup.
     pub rows: u32,
+    /// On the rows mapping, the consecutive chunks each invocation takes at a time (one of
+    /// [`ROWS_SLOTS`]; 1 on the classic mapping): invocation i takes chunks `S i .. S i + S`,
+    /// then `S (i + WG) ..`, so a slot of 2 is the 16 values of a k-quant's scale slot and a
+    /// slot of 4 a whole 32-value block, whose scales the invocation then decodes once for them
+    /// all (the slot's chunks lie in one block: every block format has a multiple of 4 parts).
+    /// Other sums than a slot of 1 (each invocation its own chunks), within the same bound; a
+    /// row's sums do not depend on the rows per workgroup or the unrolling.
+    pub slot: u32,
     /// x read four values per load (K a multiple of 4, x 16-byte aligned).
     pub vec_x: bool,
     /// F16 and BF16: the weight read four words (eight values) per load (rows of whole 16-byte
@@ -324,6 +362,7 @@ impl MatVec {
             columns,
             threads,
             rows: 0,
+            slot: 1,
             vec_x,
             vec_w: false,
             subgroups: false,
@@ -351,13 +390,18 @@ impl MatVec {
         }
     }
 
-    /// The named constants of the composed WGSL besides `WG` (`B` columns, and `R` and `U` on
+    /// The named constants of the composed WGSL besides `WG` (`B` columns, and `R`, `S` and `U` on
     /// the rows mapping or `T` and `R` on the classic one).
-    pub(in crate::gpu::kernels) fn consts(&self) -> [(&'static str, u32); 3] {
+    pub(in crate::gpu::kernels) fn consts(&self) -> Vec<(&'static str, u32)> {
         if self.rows > 0 {
-            [("B", self.columns), ("R", self.rows), ("U", self.unroll)]
+            vec![
+                ("B", self.columns),
+                ("R", self.rows),
+                ("S", self.slot),
+                ("U", self.unroll),
+            ]
         } else {
-            [
+            vec![
                 ("B", self.columns),
                 ("T", self.threads),
                 ("R", self.rows_per_group()),
@@ -384,7 +428,11 @@ impl MatVec {
             write!(f, ".c{}", self.columns)?;
         }
         if self.rows > 0 {
-            write!(f, ".w{}.r{}.u{}", self.threads, self.rows, self.unroll)?;
+            write!(f, ".w{}.r{}", self.threads, self.rows)?;
+            if self.slot > 1 {
+                write!(f, ".s{}", self.slot)?;
+            }
+            write!(f, ".u{}", self.unroll)?;
         } else {
             write!(f, ".t{}.u{}", self.threads, self.unroll)?;
         }
@@ -406,8 +454,9 @@ impl MatVec {
     }
 }
 
-/// `.c1.t32.u4.vx.sg` (classic) or `.c1.w128.r2.u2.vx.sg` (rows): columns, invocations per row
-/// or per workgroup and rows, chunks per step, then what is on: vec4 x, four-word weight
+/// `.c1.t32.u4.vx.sg` (classic) or `.c1.w128.r2.u2.vx.sg` (rows; `.c1.w64.r2.s2.u1.sg` with
+/// slots of 2 chunks): columns, invocations per row or per workgroup and rows (and chunks per
+/// slot), chunks per step, then what is on: vec4 x, four-word weight
 /// reads, the subgroup reduction, the precision if not `exact`, x shared by lanes.
 impl std::fmt::Display for MatVec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -495,7 +544,7 @@ impl KernelKey {
     /// This matvec or matvec_id key with four chunks per loop step ([`MatVec::unroll`]) where
     /// `on`, the key has more than one invocation per row and is not the classic mapping's
     /// integer path (else unchanged). On the rows mapping, four chunks per step in all:
-    /// `4 / rows` of each row (at least one).
+    /// `4 / (rows × slot)` slots of each row (at least one).
     pub const fn with_unroll(self, on: bool) -> KernelKey {
         match self.matvec_variant() {
             Some(v)
@@ -503,8 +552,8 @@ impl KernelKey {
                     && v.threads > 1
                     && !(matches!(v.precision, Precision::Int8) && v.rows == 0) =>
             {
-                let per_row = if v.rows > 1 {
-                    MATVEC_UNROLL / v.rows
+                let per_row = if v.rows > 0 {
+                    MATVEC_UNROLL / (v.rows * v.slot)
                 } else {
                     MATVEC_UNROLL
                 };
@@ -512,6 +561,28 @@ impl KernelKey {
                     unroll: if per_row == 0 { 1 } else { per_row },
                     ..v
                 })
+            }
+            _ => self,
+        }
+    }
+
+    /// This matvec key on the rows mapping with `slot` consecutive chunks per invocation
+    /// ([`MatVec::slot`]) where that is a variant (one of [`ROWS_SLOTS`], rows × slot at most
+    /// [`ROWS_MAX_SLOT_CHUNKS`]; else unchanged). An unrolled key stays unrolled, by its
+    /// rule.
+    pub const fn with_slot(self, slot: u32) -> KernelKey {
+        match self.matvec_variant() {
+            Some(v)
+                if v.rows > 0
+                    && matches!(slot, 1 | 2 | 4)
+                    && v.rows * slot <= ROWS_MAX_SLOT_CHUNKS =>
+            {
+                let key = self.with_matvec(MatVec {
+                    slot,
+                    unroll: 1,
+                    ..v
+                });
+                key.with_unroll(v.unroll > 1)
             }
             _ => self,
         }
@@ -617,7 +688,7 @@ fn push_rows(out: &mut Vec<KernelKey>, key: KernelKey) {
 /// The matvec variants of `format`: columns 1..=8 and [`MATMUL_CPU_COLUMNS`] on the classic
 /// mapping for every entry of [`MATVEC_THREADS`], scalar and vec4 x, F16 and BF16 weights read
 /// a word or four words per load, both row reductions, rolled and unrolled rows, x shared by 2,
-/// 4 and 8 lanes; the rows mapping in every shape; the factored sums and the integer path of the
+/// 4 and 8 lanes; the rows mapping in every shape and slot; the factored sums and the integer path of the
 /// formats that have them.
 pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
     let columns = (1..=MATVEC_MAX_BATCH).chain([MATMUL_CPU_COLUMNS]);
@@ -644,8 +715,15 @@ pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
     for c in 1..=MATVEC_MAX_BATCH {
         for wg in ROWS_WORKGROUPS {
             for r in ROWS_PER_GROUP {
-                for v in [false, true] {
-                    if let Some(key) = KernelKey::matvec_rows(format, c, wg, r, v) {
+                for (v, slot) in [false, true]
+                    .into_iter()
+                    .flat_map(|v| ROWS_SLOTS.map(|s| (v, s)))
+                {
+                    let Some(key) = KernelKey::matvec_rows(format, c, wg, r, v) else {
+                        continue;
+                    };
+                    let key = key.with_slot(slot);
+                    if key.matvec_variant().is_some_and(|k| k.slot == slot) {
                         push_rows(&mut out, key);
                         let factored = key.with_precision(Precision::Factored);
                         if factored != key {
@@ -664,7 +742,7 @@ pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
 }
 
 /// The WGSL of a matvec or matvec_id (`op`) kernel of `format` in variant `v`: the variant's constants (`B` columns, `T` invocations
-/// per row or `WG` and `R` on the rows mapping, `U` chunks per loop step), the grids binding
+/// per row or `WG`, `R` and `S` on the rows mapping, `U` chunks or slots per loop step), the grids binding
 /// where the format reads it, the format's decode module, `rows.wgsl`, the chunk of the
 /// precision (`chunk_exact.wgsl`, `chunk_factored.wgsl`), the params and bindings
 /// (`matvec_io.wgsl`), the x reader, the row reduction and the kernel file, then on the classic
@@ -674,8 +752,8 @@ pub(in crate::gpu::kernels) fn source(format: Format, op: Op, v: &MatVec) -> Res
     let module = compose::module(format, "")?;
     let header = if v.rows > 0 {
         format!(
-            "const B: u32 = {}u;\nconst WG: u32 = {}u;\nconst R: u32 = {}u;\nconst U: u32 = {}u;\n",
-            v.columns, v.threads, v.rows, v.unroll
+            "const B: u32 = {}u;\nconst WG: u32 = {}u;\nconst R: u32 = {}u;\nconst S: u32 = {}u;\nconst U: u32 = {}u;\n",
+            v.columns, v.threads, v.rows, v.slot, v.unroll
         )
     } else {
         format!(
@@ -723,8 +801,9 @@ pub(in crate::gpu::kernels) fn source(format: Format, op: Op, v: &MatVec) -> Res
             _ => (kernel_file!("chunk_exact"), format!("{x_f32}{x8}")),
         };
         return Ok(format!(
-            "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{io}\n{x8}\n{reduce}\n{}",
+            "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{}\n{io}\n{x8}\n{reduce}\n{}",
             kernel_file!("rows"),
+            slot_chunks(v.slot),
             kernel_file!("matvec_rows")
         ));
     }
@@ -746,6 +825,25 @@ pub(in crate::gpu::kernels) fn source(format: Format, op: Op, v: &MatVec) -> Res
         kernel_file!("rows"),
         op.wgsl()
     ))
+}
+
+/// `slot_chunks` of the rows mapping (`matvec_rows.wgsl`): the `slot` chunks of slot q of a row,
+/// written out so that the compiler decodes what they share once (a loop would put each chunk
+/// behind wgpu's loop-bounding check). A slot lies in one block ([`MatVec::slot`]): the block
+/// is named once and its parts `p .. p + slot` decoded; one-value formats read the slot's
+/// chunks; a slot of one chunk is `chunk` itself.
+fn slot_chunks(slot: u32) -> String {
+    let each = |f: &dyn Fn(u32) -> String| (0..slot).map(f).collect::<Vec<_>>().join(", ");
+    let body = if slot == 1 {
+        "    return array<Chunk, 1>(chunk(row_base, q));\n".to_string()
+    } else {
+        format!(
+            "    let first = S * q;\n    if (w_BLOCK_ELEMS == 1u) {{\n        return array<Chunk, S>({});\n    }}\n    let parts = max(w_BLOCK_ELEMS / 8u, 1u);\n    let block = row_base + (first / parts) * w_BLOCK_BYTES;\n    let p = first % parts;\n    return array<Chunk, S>({});\n",
+            each(&|s| format!("chunk(row_base, first + {s}u)")),
+            each(&|s| format!("part_chunk(block, p + {s}u)"))
+        )
+    };
+    format!("// The chunks S q .. S q + S of the row at byte `row_base` (slot q).\nfn slot_chunks(row_base: u32, q: u32) -> array<Chunk, S> {{\n{body}}}\n")
 }
 
 /// x_shared.wgsl, its `x8` for `v.x_lanes` lanes (`subgroupBroadcast` takes a constant
@@ -883,6 +981,7 @@ impl Plan {
             Mapping::Rows(shape) => {
                 let r = shape.rows_for(columns);
                 KernelKey::matvec_rows(format, columns, shape.workgroup, r, vec_x)?
+                    .with_slot(shape.slot)
                     .with_vec_w(vec_w)
                     .with_subgroups(m.rows_subgroups(shape))
                     .with_precision(precision)

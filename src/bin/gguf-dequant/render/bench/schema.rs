@@ -86,7 +86,7 @@ pub struct Adapter {
     /// absent or null: the classic mapping).
     #[serde(default)]
     pub matvec_rows: Option<String>,
-    /// matvec's variant as `--variant` spells it: `classic` or `rows:WxR` (absent in older
+    /// matvec's variant as `--variant` spells it: `classic` or `rows:WxR[sS]` (absent in older
     /// reports: see `matvec_rows`).
     #[serde(default)]
     pub matvec_variant: Option<String>,
