@@ -140,7 +140,7 @@ impl std::fmt::Display for Mapping {
 impl std::str::FromStr for Mapping {
     type Err = String;
 
-    /// `classic` or `rows:WxR` (also `rows WxR`, or `WxR` alone).
+    /// `classic` or `rows:WxR[sS]` (also `rows WxR`, or `WxR` alone).
     fn from_str(s: &str) -> std::result::Result<Mapping, String> {
         let s = s.trim();
         if s.eq_ignore_ascii_case("classic") {
@@ -153,7 +153,7 @@ impl std::str::FromStr for Mapping {
         shape
             .parse()
             .map(Mapping::Rows)
-            .map_err(|e| format!("matvec variant '{s}': expected classic or rows:WxR; {e}"))
+            .map_err(|e| format!("matvec variant '{s}': expected classic or rows:WxR[sS]; {e}"))
     }
 }
 
