@@ -20,11 +20,13 @@ fn part_chunk(base: u32, p: u32) -> Chunk {
 
 // d * Σ q·x + m * Σ x over the chunk's 8 values.
 fn chunk_dot(v: Chunk, xs: array<vec4<f32>, 2>) -> f32 {
-    let s = dot(vec4<f32>(w_sbytes4(v.x)), xs[0]) + dot(vec4<f32>(w_sbytes4(v.y)), xs[1]);
     if (w_QPART8_MIN) {
+        // Unsigned codes below 128 (lib/int8.wgsl): read as unsigned bytes, no sign extension.
+        let s = dot(vec4<f32>(w_bytes4(v.x)), xs[0]) + dot(vec4<f32>(w_bytes4(v.y)), xs[1]);
         let sx = dot(xs[0], vec4<f32>(1.0)) + dot(xs[1], vec4<f32>(1.0));
         return bitcast<f32>(v.z) * s + bitcast<f32>(v.w) * sx;
     }
+    let s = dot(vec4<f32>(w_sbytes4(v.x)), xs[0]) + dot(vec4<f32>(w_sbytes4(v.y)), xs[1]);
     return bitcast<f32>(v.z) * s;
 }
 

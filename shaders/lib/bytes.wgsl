@@ -105,12 +105,16 @@ fn bits8(a: vec4<f32>, b: vec4<f32>) -> array<vec4<u32>, 2> {
 // + m where `with_m` (the format's QPART8_MIN): the decoders' own arithmetic, so the same bits.
 fn qpart_values(p: vec4<u32>, with_m: bool) -> array<vec4<u32>, 2> {
     let d = bitcast<f32>(p.z);
-    var lo = vec4<f32>(sbytes4(p.x)) * d;
-    var hi = vec4<f32>(sbytes4(p.y)) * d;
     if (with_m) {
+        // The codes of the formats with a min are unsigned and below 128 (lib/int8.wgsl): read as
+        // unsigned bytes, the same values, with no sign extension (one conversion instruction per
+        // byte on AMD).
         let m = bitcast<f32>(p.w);
+        var lo = vec4<f32>(bytes4(p.x)) * d;
+        var hi = vec4<f32>(bytes4(p.y)) * d;
         lo += vec4<f32>(m);
         hi += vec4<f32>(m);
+        return bits8(lo, hi);
     }
-    return bits8(lo, hi);
+    return bits8(vec4<f32>(sbytes4(p.x)) * d, vec4<f32>(sbytes4(p.y)) * d);
 }

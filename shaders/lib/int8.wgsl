@@ -1,6 +1,8 @@
 // Packed int8 codes: the helpers of the integer matvec path (every format's qpart8, composed
 // after bytes.wgsl into every decoder; quantize_q8.wgsl). A part is 8 values d * q + m with q
-// small integers, q[j] the signed byte j % 4 of word j / 4.
+// small integers, q[j] the signed byte j % 4 of word j / 4. The formats with a min (QPART8_MIN:
+// Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) have unsigned codes below 128 (their bits masked out of the
+// block), which qpart_values and chunk_factored.wgsl read as unsigned bytes.
 
 // qpart8's result: the two words of codes, then d and m as f32 bits.
 fn qpart(lo: u32, hi: u32, d: f32, m: f32) -> vec4<u32> {
