@@ -6,6 +6,7 @@
 //! validates (every family's variants on every format); here, that the check is live, and the
 //! quantiser's ABI. No GPU and no wgpu needed.
 
+use gguf_dequant::gpu::kernels::params::{ParamField, ParamScalar};
 use gguf_dequant::gpu::kernels::{binding, kernel_source, KernelKey, WORKGROUP_SIZE};
 
 use crate::support::shader::{translate_with, validate, validate_with};
@@ -20,6 +21,38 @@ fn u32_const(module: &naga::Module, name: &str) -> Option<u32> {
             naga::Expression::Literal(naga::Literal::U32(v)) => Some(v),
             _ => None,
         })
+}
+
+/// The `Params` member type of a naga type: `None` for anything but a 4-byte scalar.
+fn scalar(inner: &naga::TypeInner) -> Option<ParamScalar> {
+    match inner {
+        naga::TypeInner::Scalar(naga::Scalar::U32) => Some(ParamScalar::U32),
+        naga::TypeInner::Scalar(naga::Scalar::I32) => Some(ParamScalar::I32),
+        naga::TypeInner::Scalar(naga::Scalar::F32) => Some(ParamScalar::F32),
+        _ => None,
+    }
+}
+
+/// A `Params` struct's members as (name, offset, type), from the WGSL.
+type Members = Vec<(String, usize, Option<ParamScalar>)>;
+
+/// `members` of a struct of `module`.
+fn wgsl_members(module: &naga::Module, members: &[naga::StructMember]) -> Members {
+    members
+        .iter()
+        .map(|m| {
+            let name = m.name.clone().unwrap_or_default();
+            (name, m.offset as usize, scalar(&module.types[m.ty].inner))
+        })
+        .collect()
+}
+
+/// The members of a `KernelParams` table.
+fn rust_members(fields: &[ParamField]) -> Members {
+    fields
+        .iter()
+        .map(|f| (f.name.to_string(), f.offset, Some(f.scalar)))
+        .collect()
 }
 
 /// Everything that differs between `src`, the WGSL of `key`, and the Rust side.
@@ -72,25 +105,14 @@ pub(crate) fn check_module(
             let ty = &module.types[var.ty];
             match &ty.inner {
                 naga::TypeInner::Struct { members, span } => {
-                    let got: Vec<(String, usize)> = members
-                        .iter()
-                        .map(|m| (m.name.clone().unwrap_or_default(), m.offset as usize))
-                        .collect();
-                    let want: Vec<(String, usize)> =
-                        fields.iter().map(|&(n, o)| (n.to_string(), o)).collect();
+                    let (got, want) = (wgsl_members(module, members), rust_members(fields));
                     if got != want {
-                        bad.push(format!("{what}: WGSL Params {got:?}, Rust {want:?}"));
+                        bad.push(format!(
+                            "{what}: WGSL Params (name, offset, type) {got:?}, Rust {want:?}"
+                        ));
                     }
                     if *span as usize != size {
                         bad.push(format!("{what}: WGSL Params {span} bytes, Rust {size}"));
-                    }
-                    if members.iter().any(|m| {
-                        !matches!(
-                            module.types[m.ty].inner,
-                            naga::TypeInner::Scalar(naga::Scalar::U32)
-                        )
-                    }) {
-                        bad.push(format!("{what}: a Params member is not a u32"));
                     }
                 }
                 other => bad.push(format!("{what}: params is {other:?}, not a struct")),
@@ -195,6 +217,18 @@ fn the_abi_check_finds_each_kind_of_slip() {
         let found = check_source(&key, &src.replace(from, to));
         assert!(found.iter().any(|m| m.contains(expect)), "{to}: {found:?}");
     }
+    // A member's type: y_skip as i32 in the WGSL, converted where it is read.
+    assert!(src.contains("params.y_skip"));
+    let typed = src
+        .replace("    y_skip: u32,", "    y_skip: i32,")
+        .replace("params.y_skip", "u32(params.y_skip)");
+    let found = check_source(&key, &typed);
+    assert!(
+        found
+            .iter()
+            .any(|m| m.contains("WGSL Params") && m.contains("I32")),
+        "{found:?}"
+    );
 }
 
 /// The integer path's quantiser: it validates and translates to every target, its `Params` are
@@ -234,15 +268,10 @@ fn quantizer_abi_matches_the_rust_side() {
     let naga::TypeInner::Struct { members, span } = &module.types[ty].inner else {
         panic!("params is not a struct");
     };
-    let got: Vec<(String, usize)> = members
-        .iter()
-        .map(|m| (m.name.clone().unwrap_or_default(), m.offset as usize))
-        .collect();
-    let want: Vec<(String, usize)> = QuantizeParams::FIELDS
-        .iter()
-        .map(|&(n, o)| (n.to_string(), o))
-        .collect();
-    assert_eq!(got, want);
+    assert_eq!(
+        wgsl_members(&module, members),
+        rust_members(QuantizeParams::FIELDS)
+    );
     assert_eq!(*span as usize, std::mem::size_of::<QuantizeParams>());
     let ep = &module.entry_points[0];
     assert_eq!(

@@ -316,8 +316,8 @@ macro_rules! ops {
                 }
             }
 
-            /// Its params struct's members (name, byte offset) and size.
-            pub fn params_layout(self) -> (&'static [(&'static str, usize)], usize) {
+            /// Its params struct's members (name, byte offset, scalar type) and size.
+            pub fn params_layout(self) -> (&'static [params::ParamField], usize) {
                 use params::KernelParams;
                 match self {
                     $(Op::$op => (params::$params::FIELDS, std::mem::size_of::<params::$params>()),)*

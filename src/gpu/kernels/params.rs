@@ -1,37 +1,90 @@
 //! The uniform `Params` of every kernel as `#[repr(C)]` bytemuck structs, one per WGSL
 //! `struct Params`, member for member. `params!` writes each struct and its [`KernelParams`]
-//! table of member names and byte offsets; a test (`tests/cpu/kernel_abi.rs`) reads every
-//! kernel's WGSL through naga and checks its `Params` members, offsets and size against these
-//! tables, so a slip on either side fails without a GPU.
+//! table of member names, byte offsets and scalar types; a test (`tests/cpu/kernel_abi.rs`)
+//! reads every kernel's WGSL through naga and checks its `Params` members, offsets, types and
+//! size against these tables, so a slip on either side fails without a GPU.
 //!
-//! Every member is a `u32` (WGSL's uniform layout then equals C's: 4-byte members, no padding),
-//! and a struct is at most [`MAX_PARAMS_BYTES`].
+//! Every member is a 4-byte scalar, `u32`, `i32` or `f32` ([`ParamType`]; WGSL's uniform layout
+//! then equals C's: no padding), and a struct is at most [`MAX_PARAMS_BYTES`].
 
 /// The largest `Params` a kernel (ours or an engine's own, through
 /// [`super::Recorder::dispatch`]) may have: the bytes each dispatch binds of the recording's
 /// uniform buffer.
 pub const MAX_PARAMS_BYTES: usize = 256;
 
-/// A kernel's uniform parameters: a plain struct of `u32`s whose layout is the WGSL struct's.
-pub trait KernelParams: bytemuck::Pod {
-    /// Each member's name and byte offset, in declaration order.
-    const FIELDS: &'static [(&'static str, usize)];
+/// The scalar type of a `Params` member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamScalar {
+    /// `u32`.
+    U32,
+    /// `i32`.
+    I32,
+    /// `f32`.
+    F32,
 }
 
-/// One `#[repr(C)]` params struct with its [`KernelParams`] table; every member is a `u32`.
+/// A type a `Params` member may have: a 4-byte scalar, laid out in a WGSL uniform as in C.
+pub trait ParamType: bytemuck::Pod {
+    /// Its WGSL scalar.
+    const SCALAR: ParamScalar;
+}
+
+impl ParamType for u32 {
+    const SCALAR: ParamScalar = ParamScalar::U32;
+}
+
+impl ParamType for i32 {
+    const SCALAR: ParamScalar = ParamScalar::I32;
+}
+
+impl ParamType for f32 {
+    const SCALAR: ParamScalar = ParamScalar::F32;
+}
+
+/// One member of a `Params` struct.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamField {
+    /// Its name, as in the WGSL.
+    pub name: &'static str,
+    /// Its byte offset.
+    pub offset: usize,
+    /// Its scalar type.
+    pub scalar: ParamScalar,
+}
+
+/// A kernel's uniform parameters: a plain struct of 4-byte scalars whose layout is the WGSL
+/// struct's.
+pub trait KernelParams: bytemuck::Pod {
+    /// Each member, in declaration order.
+    const FIELDS: &'static [ParamField];
+}
+
+/// One `#[repr(C)]` params struct with its [`KernelParams`] table; every member is a
+/// [`ParamType`]. Equality is of the bytes (the uniform the GPU reads).
 macro_rules! params {
-    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$fmeta:meta])* pub $field:ident: u32,)* }) => {
+    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$fmeta:meta])* pub $field:ident: $ty:ty,)* }) => {
         $(#[$meta])*
         #[repr(C)]
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+        #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
         pub struct $name {
-            $($(#[$fmeta])* pub $field: u32,)*
+            $($(#[$fmeta])* pub $field: $ty,)*
         }
 
         impl KernelParams for $name {
-            const FIELDS: &'static [(&'static str, usize)] =
-                &[$((stringify!($field), std::mem::offset_of!($name, $field)),)*];
+            const FIELDS: &'static [ParamField] = &[$(ParamField {
+                name: stringify!($field),
+                offset: std::mem::offset_of!($name, $field),
+                scalar: <$ty as ParamType>::SCALAR,
+            },)*];
         }
+
+        impl PartialEq for $name {
+            fn eq(&self, other: &$name) -> bool {
+                bytemuck::bytes_of(self) == bytemuck::bytes_of(other)
+            }
+        }
+
+        impl Eq for $name {}
 
         const _: () = assert!(std::mem::size_of::<$name>() <= MAX_PARAMS_BYTES);
     };
@@ -136,16 +189,59 @@ mod tests {
     #[test]
     fn tables_list_every_member_at_its_offset() {
         assert_eq!(MatMulParams::FIELDS.len(), 8);
-        assert_eq!(MatMulParams::FIELDS[7], ("n_cols", 28));
+        assert_eq!(
+            MatMulParams::FIELDS[7],
+            ParamField {
+                name: "n_cols",
+                offset: 28,
+                scalar: ParamScalar::U32
+            }
+        );
         assert_eq!(
             std::mem::size_of::<MatVecParams>(),
             4 * MatVecParams::FIELDS.len()
         );
-        assert_eq!(GetRowsParams::FIELDS[0], ("k", 0));
+        assert_eq!(GetRowsParams::FIELDS[0].name, "k");
         let p = MatMulParams {
             n_cols: 9,
             ..MatMulParams::default()
         };
         assert_eq!(bytemuck::bytes_of(&p)[28..32], 9u32.to_le_bytes());
+    }
+
+    params! {
+        /// Members of every type.
+        pub struct Mixed {
+            /// A count.
+            pub n: u32,
+            /// An offset.
+            pub delta: i32,
+            /// A scale.
+            pub eps: f32,
+        }
+    }
+
+    #[test]
+    fn members_may_be_signed_or_float() {
+        let scalars: Vec<_> = Mixed::FIELDS.iter().map(|f| (f.offset, f.scalar)).collect();
+        assert_eq!(
+            scalars,
+            [
+                (0, ParamScalar::U32),
+                (4, ParamScalar::I32),
+                (8, ParamScalar::F32)
+            ]
+        );
+        let p = Mixed {
+            n: 1,
+            delta: -2,
+            eps: 0.5,
+        };
+        assert_eq!(bytemuck::bytes_of(&p)[4..8], (-2i32).to_le_bytes());
+        assert_eq!(bytemuck::bytes_of(&p)[8..12], 0.5f32.to_le_bytes());
+        // Equality is of the bytes the GPU reads: NaN equals itself, -0 is not +0.
+        let nan = Mixed { eps: f32::NAN, ..p };
+        assert_eq!(nan, nan);
+        assert_ne!(Mixed { eps: -0.0, ..p }, Mixed { eps: 0.0, ..p });
     }
 }
