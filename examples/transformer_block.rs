@@ -1,8 +1,9 @@
 //! The matvecs of one transformer block on raw GGUF weights, the way an inference engine on wgpu
 //! would run them: load a real model's block 0 and token embedding raw (blocks untouched), then
 //! record with one kept `Recorder` into one compute pass an embedding lookup of a few tokens
-//! (`get_rows`) and the block's seven projections (`matvec`), each reading the previous one's
-//! output buffer:
+//! (`get_rows`) and the block's seven projections, each reading the previous one's output buffer,
+//! those that read the same buffer recorded together (`Recorder::matvecs`: under `--precision
+//! int8` their x is quantised once):
 //!
 //! ```text
 //! e = token_embd[ids]          q = attn_q e    k = attn_k e    v = attn_v e    o = attn_output q
@@ -12,22 +13,25 @@
 //! (attention, norms and activations are the engine's own kernels; here each projection takes the
 //! output of the one before as its input). The step is recorded and submitted twice: the second
 //! time the recorder creates no wgpu object (printed). Then every result is read back and
-//! checked against the f64 CPU reference (`gguf_dequant::ops`) within the accuracy contract
-//! `K · 2⁻²³ · Σ|w·x|`; the figures are printed.
+//! checked against the f64 CPU reference (`gguf_dequant::ops`) within the accuracy contract of
+//! the precision it ran (`exact`: `K · 2⁻²³ · Σ|w·x|`); the figures are printed.
 //!
 //! ```text
 //! cargo run --release --example transformer_block -- [MODEL.gguf] [--tokens N] [--backend B]
+//!     [--precision exact|factored|int8]
 //! ```
 //!
 //! MODEL defaults to `~/.cache/gguf-dequant/models/SmolLM2-135M-Instruct.Q4_1.gguf` (the test
 //! command downloads it; `gemma-3-270m-q4_k_m.gguf` is the other).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use gguf_dequant::gpu::kernels::RecorderStats;
-use gguf_dequant::gpu::kernels::{GetRowsJob, MulMatJob, Operand};
-use gguf_dequant::gpu::loader::{Residency, ResidentTensor, WeightLoader};
+use gguf_dequant::gpu::kernels::{GetRowsJob, MulMatJob, Op, Operand, Precision};
+use gguf_dequant::gpu::loader::{LoadOptions, Residency, ResidentTensor, WeightLoader};
+use gguf_dequant::gpu::{EngineOptions, GpuEngine};
 use gguf_dequant::{ops, Backend, DType, GgufFile, Selection};
 
 /// (output, weight, input) of each step; "e" is the embedding lookup.
@@ -41,16 +45,21 @@ const STEPS: [(&str, &str, &str); 7] = [
     ("d", "ffn_down", "g"),
 ];
 
+/// The steps' inputs, each after the step that writes it.
+const INPUTS: [&str; 3] = ["e", "q", "g"];
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut model = None;
     let mut tokens = 4usize;
     let mut backend = Backend::Auto;
+    let mut precision = Precision::Exact;
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or(format!("{a} needs a value"));
         match a.as_str() {
             "--tokens" => tokens = value()?.parse()?,
             "--backend" => backend = value()?.parse()?,
+            "--precision" => precision = value()?.parse()?,
             _ => model = Some(PathBuf::from(a)),
         }
     }
@@ -63,8 +72,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // Load the embedding and block 0, raw.
-    let loader = WeightLoader::new(backend)?;
-    let engine = loader.engine().clone();
+    let options = EngineOptions {
+        precision,
+        ..EngineOptions::default()
+    };
+    let engine = Arc::new(GpuEngine::with_options(backend, options)?);
+    let loader = WeightLoader::with_engine(engine.clone(), LoadOptions::default());
     let file = GgufFile::open(&model)?;
     let mut names = vec!["token_embd.weight".to_string()];
     names.extend(STEPS.iter().map(|s| format!("blk.0.{}.weight", s.1)));
@@ -132,16 +145,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     dtype: DType::F32,
                 },
             )?;
-            for (out, weight, input) in STEPS {
-                recorder.matvec(
-                    &mut pass,
-                    &MulMatJob {
-                        weight: get(&format!("blk.0.{weight}.weight"))?,
-                        x: Operand::whole(buffer(input)),
-                        y: Operand::whole(buffer(out)),
-                        batch: tokens as u32,
-                    },
-                )?;
+            // The projections by input, in the order the inputs are written.
+            for input in INPUTS {
+                let jobs = STEPS
+                    .iter()
+                    .filter(|s| s.2 == input)
+                    .map(|&(out, weight, _)| {
+                        Ok(MulMatJob {
+                            weight: get(&format!("blk.0.{weight}.weight"))?,
+                            x: Operand::whole(buffer(input)),
+                            y: Operand::whole(buffer(out)),
+                            batch: tokens as u32,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                recorder.matvecs(&mut pass, &jobs)?;
             }
         }
         recorder.finish();
@@ -193,11 +211,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let info = file.tensor(&name).expect("loaded");
         let (k, n) = (info.dims[0] as usize, info.dims[1] as usize);
         let x = values(input)?;
-        let sums = ops::mul_mat(info.format, file.tensor_data(info), k, &x, tokens)?;
+        let p = engine.precision_for(Op::MatVec, info.format, k as u64);
+        let sums = ops::mul_mat_in(p, info.format, file.tensor_data(info), k, &x, tokens)?;
         let fraction = sums.max_fraction(&values(out)?)?;
         ok &= fraction <= 1.0;
         println!(
-            "matvec {name:26} {:6} [{k:5}, {n:5}] x {tokens}: largest error {fraction:.2e} of the bound",
+            "matvec {name:26} {:6} [{k:5}, {n:5}] x {tokens} ({p}): largest error {fraction:.2e} of the bound",
             info.format.name()
         );
     }

@@ -9,7 +9,8 @@
 //! slots); NaN in a
 //! column; adversarial blocks (offsets that cancel the scaled values to 1/2048 of them, scales at
 //! f16's edges); the formats without a kernel of the mode fall back to `exact` and hold its
-//! bound; two integer-path calls in one pass share the recorder's scratch buffer, and warm steps
+//! bound; two integer-path calls in one pass share the recorder's scratch buffer, products that
+//! read one x (`Recorder::matvecs`) share its codes with the results of separate calls, and warm steps
 //! create nothing.
 
 use gguf_dequant::gpu::kernels::{
@@ -387,6 +388,139 @@ fn shared_scratch(engine: &GpuEngine) {
 gpu_test!(
     kernels_precision_int8_shared_scratch,
     shared_scratch,
+    options = EngineOptions {
+        precision: Precision::Int8,
+        ..EngineOptions::default()
+    }
+);
+
+/// `Recorder::matvecs` on products that share x: under `int8` x is quantised once for the
+/// products that read it alike (a format without the integer path in between, exact, keeps the
+/// scratch; a product of another K quantises again, and the one after it too), with the results
+/// of separate calls bit for bit, each within its mode's bound; jobs naming another x, or
+/// writing y over x, are refused before anything is recorded.
+fn shared_x(engine: &GpuEngine) {
+    let backend = label(engine);
+    let batch = 3usize;
+    // (format, K, rows): Q4_K and Q8_0 on the integer path, IQ2_XXS exact.
+    let cases = [
+        (Format::Q4_K, 512usize, 48usize),
+        (Format::IQ2_XXS, 512, 40),
+        (Format::Q8_0, 512, 36),
+        (Format::Q4_K, 256, 20),
+        (Format::Q8_0, 512, 24),
+    ];
+    let dev = engine.device();
+    let raws: Vec<Vec<u8>> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, &(f, k, n))| weights(f, k * n, 40 + i as u64))
+        .collect();
+    let ws: Vec<ResidentTensor> = cases
+        .iter()
+        .zip(&raws)
+        .map(|(&(f, k, n), raw)| {
+            ResidentTensor::upload(engine, "w", f, &[k as u64, n as u64], raw).unwrap()
+        })
+        .collect();
+    let x_host = inputs(batch * 512, 45);
+    let x = buffers::upload(dev, "x", bytemuck::cast_slice(&x_host)).unwrap();
+    let out = |n: usize| {
+        dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("y"),
+            size: (batch * n * 4) as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        })
+    };
+    let ys: [Vec<wgpu::Buffer>; 2] =
+        [0, 1].map(|_| cases.iter().map(|&(_, _, n)| out(n)).collect());
+    let mut recorder = engine.recorder();
+    let mut dispatches = [0u64; 2];
+    for (shared, ys) in ys.iter().enumerate() {
+        let before = recorder.stats();
+        let mut encoder = dev.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            let jobs = shared_jobs(&ws, &x, ys, batch as u32);
+            if shared == 1 {
+                recorder.matvecs(&mut pass, &jobs).unwrap();
+            } else {
+                for job in &jobs {
+                    recorder.matvec(&mut pass, job).unwrap();
+                }
+            }
+        }
+        recorder.finish();
+        engine.queue().submit([encoder.finish()]);
+        dispatches[shared] = recorder.stats().since(&before).dispatches;
+    }
+    // Separate: a quantiser before each integer-path product. Shared: before the first, the one
+    // of K 256 and the one after it.
+    assert_eq!(dispatches, [9, 8], "{backend}");
+    for (i, &(f, k, n)) in cases.iter().enumerate() {
+        let read = |y: &wgpu::Buffer| -> Vec<f32> {
+            bytemuck::pod_collect_to_vec(&read_buffer(
+                dev,
+                engine.queue(),
+                y,
+                (batch * n * 4) as u64,
+            ))
+        };
+        let (alone, shared) = (read(&ys[0][i]), read(&ys[1][i]));
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&alone), bits(&shared), "{backend} {f:?} K {k}");
+        let p = engine.precision_for(Op::MatVec, f, k as u64);
+        let want = ops::mul_mat_in(p, f, &raws[i], k, &x_host[..batch * k], batch).unwrap();
+        within(&format!("{backend} {f:?} K {k} shared x"), &want, &shared);
+    }
+    // Refused: another x; y over the x the jobs read.
+    let before = recorder.stats();
+    let other = buffers::upload(dev, "x2", bytemuck::cast_slice(&x_host)).unwrap();
+    let mut encoder = dev.create_command_encoder(&Default::default());
+    let mut pass = encoder.begin_compute_pass(&Default::default());
+    let mut bad = shared_jobs(&ws, &x, &ys[0], batch as u32);
+    bad[1].x = Operand::whole(&other);
+    let e = recorder.matvecs(&mut pass, &bad).unwrap_err().to_string();
+    assert!(e.contains("job 1 reads another x"), "{e}");
+    let writable = dev.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("xy"),
+        size: (batch * 512 * 4) as u64,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    let mut bad = shared_jobs(&ws, &x, &ys[0], batch as u32);
+    for job in &mut bad {
+        job.x = Operand::whole(&writable);
+    }
+    bad[2].y = Operand {
+        buffer: &writable,
+        offset: 1024,
+    };
+    let e = recorder.matvecs(&mut pass, &bad).unwrap_err().to_string();
+    assert!(e.contains("job 2 writes y"), "{e}");
+    assert_eq!(recorder.stats().since(&before).dispatches, 0, "{backend}");
+}
+/// [`shared_x`]'s jobs: `ws[i]` from `x` into `ys[i]`.
+fn shared_jobs<'a>(
+    ws: &'a [ResidentTensor],
+    x: &'a wgpu::Buffer,
+    ys: &'a [wgpu::Buffer],
+    batch: u32,
+) -> Vec<MulMatJob<'a>> {
+    ws.iter()
+        .zip(ys)
+        .map(|(w, y)| MulMatJob {
+            weight: w,
+            x: Operand::whole(x),
+            y: Operand::whole(y),
+            batch,
+        })
+        .collect()
+}
+gpu_test!(
+    kernels_precision_int8_shared_x,
+    shared_x,
     options = EngineOptions {
         precision: Precision::Int8,
         ..EngineOptions::default()

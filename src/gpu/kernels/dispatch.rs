@@ -6,7 +6,7 @@ use super::family::get_rows::{plan_get_rows, GetRowsCall};
 use super::family::matvec::{plan_mul, MulCall, MulOp, QuantizePlan};
 use super::family::matvec_id::{plan_matvec_id, MatVecIdCall};
 use super::params::QuantizeParams;
-use super::plan::{extent, Span};
+use super::plan::{extent, invalid, shape, Span};
 use super::record::Bind;
 use super::{binding, Extent, GetRowsJob, Mapping, MatVecIdJob, MulMatJob, Recorder};
 use crate::gpu::kernels::layout::Layout;
@@ -16,7 +16,55 @@ use crate::Result;
 impl Recorder {
     /// Records `Y = W X` for 1 to [`MATVEC_MAX_BATCH`](super::MATVEC_MAX_BATCH) columns.
     pub fn matvec(&mut self, pass: &mut wgpu::ComputePass<'_>, job: &MulMatJob<'_>) -> Result<()> {
-        self.mul(pass, job, MulOp::MatVec(None))
+        self.mul(pass, job, MulOp::MatVec(None), &mut None)
+    }
+
+    /// Records [`Recorder::matvec`] for each of `jobs`, products that read the same x (a block's
+    /// Q, K and V; an FFN's gate and up): where the integer path runs (precision `int8`), x is
+    /// quantised once for the products that read it alike (the same K and columns), one
+    /// quantiser where separate calls record one each. The results are those of separate calls,
+    /// bit for bit. The jobs must name the same x operand, and none may write its y over the
+    /// values of x that any of them reads (it would change x for the products after it).
+    pub fn matvecs(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'_>,
+        jobs: &[MulMatJob<'_>],
+    ) -> Result<()> {
+        let Some(first) = jobs.first() else {
+            return Ok(());
+        };
+        // Bytes of x each job reads and of y each writes: batch columns of K and of N values.
+        let mut reads = Vec::with_capacity(jobs.len());
+        let mut writes = Vec::with_capacity(jobs.len());
+        for (i, job) in jobs.iter().enumerate() {
+            if job.x.buffer != first.x.buffer || job.x.offset != first.x.offset {
+                return Err(invalid(format!(
+                    "matvecs: job {i} reads another x than job 0 (they must share one)"
+                )));
+            }
+            let s = shape(job.weight)?;
+            let bytes = |n: u64| (job.batch as u64).saturating_mul(n).saturating_mul(4);
+            reads.push(job.x.offset..job.x.offset.saturating_add(bytes(s.k)));
+            writes.push(job.y.offset..job.y.offset.saturating_add(bytes(s.rows)));
+        }
+        for (i, (job, y)) in jobs.iter().zip(&writes).enumerate() {
+            if job.y.buffer == first.x.buffer {
+                if let Some(j) = reads
+                    .iter()
+                    .position(|x| x.start < y.end && y.start < x.end)
+                {
+                    return Err(invalid(format!(
+                        "matvecs: job {i} writes y (bytes {}..{}) over the x job {j} reads (bytes {}..{})",
+                        y.start, y.end, reads[j].start, reads[j].end
+                    )));
+                }
+            }
+        }
+        let mut quantized = None;
+        for job in jobs {
+            self.mul(pass, job, MulOp::MatVec(None), &mut quantized)?;
+        }
+        Ok(())
     }
 
     /// [`Recorder::matvec`] on `mapping` whatever the policy would choose (the tuner times the
@@ -27,7 +75,7 @@ impl Recorder {
         job: &MulMatJob<'_>,
         mapping: Mapping,
     ) -> Result<()> {
-        self.mul(pass, job, MulOp::MatVec(Some(mapping)))
+        self.mul(pass, job, MulOp::MatVec(Some(mapping)), &mut None)
     }
 
     /// Records `Y = W X` for any number of columns: tiled through workgroup memory, or on CPU
@@ -36,15 +84,18 @@ impl Recorder {
     /// each chunk once for all of them (measured faster there: no barriers, no workgroup-memory
     /// round trip).
     pub fn matmul(&mut self, pass: &mut wgpu::ComputePass<'_>, job: &MulMatJob<'_>) -> Result<()> {
-        self.mul(pass, job, MulOp::MatMul)
+        self.mul(pass, job, MulOp::MatMul, &mut None)
     }
 
-    /// Plans the product ([`plan_mul`]) and records its dispatches.
+    /// Plans the product ([`plan_mul`]) and records its dispatches. `quantized` is what the
+    /// integer path's scratch holds from the calls before it that share x ([`Recorder::matvecs`];
+    /// `None` elsewhere): a column group whose quantiser would write the same skips it.
     fn mul(
         &mut self,
         pass: &mut wgpu::ComputePass<'_>,
         job: &MulMatJob<'_>,
         op: MulOp,
+        quantized: &mut Option<Quantized>,
     ) -> Result<()> {
         self.set.check()?;
         let set = self.set.clone();
@@ -62,7 +113,16 @@ impl Recorder {
             let scratch = match &group.quantize {
                 Some(q) => {
                     let b = self.scratch(q.bytes)?;
-                    self.quantize(pass, job.x.buffer, group.x, &b, q)?;
+                    let now = Quantized {
+                        x: job.x.buffer.clone(),
+                        span: group.x,
+                        blocks: q.blocks,
+                        scratch: b.clone(),
+                    };
+                    if quantized.as_ref() != Some(&now) {
+                        self.quantize(pass, job.x.buffer, group.x, &b, q)?;
+                        *quantized = Some(now);
+                    }
                     Some((b, q.bytes))
                 }
                 None => None,
@@ -234,6 +294,16 @@ impl Recorder {
         }
         Ok(())
     }
+}
+
+/// What the integer path's scratch buffer holds after a quantiser: the codes and scales of the
+/// `blocks` blocks of span `span` of buffer `x`.
+#[derive(PartialEq)]
+struct Quantized {
+    x: wgpu::Buffer,
+    span: Span,
+    blocks: u64,
+    scratch: wgpu::Buffer,
 }
 
 /// The grids binding: the engine's tables buffer, whole.
