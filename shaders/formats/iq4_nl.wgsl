@@ -20,6 +20,8 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
 // d * q (m = 0); the same fields as dequant8.
 const QPART8_MIN: bool = false;
+// Consecutive parts sharing qpart8's d and m, from a multiple of it (one scale and min per 32 values or more).
+const QPART8_GROUP: u32 = 4u;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let at = base + IQ4_NL_QS + 8u * (part & 1u);

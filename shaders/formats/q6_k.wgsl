@@ -22,6 +22,8 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
 // d * q (m = 0); dequant8 is its values.
 const QPART8_MIN: bool = false;
+// Consecutive parts sharing qpart8's d and m, from a multiple of it (a scale per 16 values).
+const QPART8_GROUP: u32 = 2u;
 
 fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let h = part >> 4u;

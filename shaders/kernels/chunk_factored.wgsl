@@ -6,6 +6,8 @@
 // are composed with it.
 
 alias Chunk = vec4<u32>;
+// What x8 reads: a chunk's 8 values of x.
+alias XChunk = array<vec4<f32>, 2>;
 
 // Chunk c (values 8c .. 8c + 8) of the row at byte `row_base`.
 fn chunk(row_base: u32, c: u32) -> Chunk {

@@ -3,7 +3,9 @@
 // codes q, then d and m as f32 bits), and x is not f32 values but its int8 codes and scales,
 // written once per call by quantize_q8.wgsl into the recorder's scratch buffer: for column b
 // (0 .. B) and value i (0 .. K, K a multiple of 32), byte i % 4 of word b * K / 4 + i / 4, and
-// the scale dx of values 32j .. 32j + 32 at word B * K / 4 + b * K / 32 + j (f32 bits). A chunk's
+// the scale dx of values 32j .. 32j + 32 at word B * K / 4 + b * K / 32 + j (f32 bits), their
+// sums of codes at word B * K / 4 + B * K / 32 + b * K / 32 + j (Σq of values 0..16 and 16..32
+// of the block as the low and high i16; slot_dot's min term for slots of several chunks). A chunk's
 // dot with x is dx * (d * Σ q xq + m * Σ xq) (the second product only for formats with
 // QPART8_MIN), the integer dots exact through dot4I8Packed: matvec_q8.wgsl's sum of a part. The
 // same interface as chunk_exact.wgsl, with the x reader in place of x_scalar.wgsl and
@@ -12,6 +14,8 @@
 @group(0) @binding(1) var<storage, read> x: array<u32>;
 
 alias Chunk = vec4<u32>;
+// What x8 reads: two words of codes, the scale's bits.
+alias XChunk = vec3<u32>;
 
 // Chunk c (values 8c .. 8c + 8) of the row at byte `row_base`.
 fn chunk(row_base: u32, c: u32) -> Chunk {

@@ -18,9 +18,13 @@
 // its chunks share their block's and sub-block's scales, decoded once for the slot where the
 // compiler sees it: slot_chunks (composed before this file by family/matvec.rs) decodes the
 // slot's chunks in straight-line code, with the block named once (in a loop, each chunk would
-// sit behind the loop-bounding check wgpu adds to every loop, and nothing would be shared). The invocation reads each chunk's x once per
-// column and uses it for the R rows (classic matvec.wgsl reads it once per row), and decodes the
-// R rows' chunks of U slots before it sums any, so their loads are in flight together. The
+// sit behind the loop-bounding check wgpu adds to every loop, and nothing would be shared). The
+// invocation reads a slot's x once per column (slot_x, composed with slot_chunks) and uses it
+// for the R rows (classic matvec.wgsl reads it once per row), and decodes the R rows' chunks of
+// U slots before it sums any, so their loads are in flight together. slot_dot adds a slot's
+// chunks to a sum: one by one in chunk order (chunk_dot), or for int8 slots of several chunks
+// as llama.cpp's mmvq, one integer sum per group of chunks sharing d and m and the min term
+// from the quantiser's Σq. The
 // chunks past the last whole slot (fewer than S, the last maybe ragged) go one to an invocation,
 // each to the invocation whose slot would have come next, so that with S = 1 every chunk is
 // where it always was.
@@ -35,9 +39,8 @@
 
 // Sums per invocation: row r, column b at index r * B + b.
 const RB: u32 = R * B;
-// Chunks of one slot of every row, and of the U slots decoded per unrolled step.
-const RS: u32 = R * S;
-const RSU: u32 = R * S * U;
+// Slots of the U slots of every row decoded per unrolled step.
+const RU: u32 = R * U;
 
 @compute @workgroup_size(WG)
 fn matvec(
@@ -65,43 +68,33 @@ fn matvec(
     if (U > 1u) {
         // U slots of each of the R rows decoded per step before any is summed.
         for (; q + (U - 1u) * WG < slots; q += U * WG) {
-            var v: array<Chunk, RSU>;
+            var v: array<array<Chunk, S>, RU>;
             for (var u = 0u; u < U; u++) {
                 for (var r = 0u; r < R; r++) {
-                    let vs = slot_chunks(base[r], q + u * WG);
-                    for (var s = 0u; s < S; s++) {
-                        v[(u * S + s) * R + r] = vs[s];
-                    }
+                    v[u * R + r] = slot_chunks(base[r], q + u * WG);
                 }
             }
             for (var u = 0u; u < U; u++) {
-                for (var s = 0u; s < S; s++) {
-                    let at = params.x_skip + 8u * (S * (q + u * WG) + s);
-                    for (var b = 0u; b < B; b++) {
-                        let xs = x8(at + b * k);
-                        for (var r = 0u; r < R; r++) {
-                            acc[r * B + b] += chunk_dot(v[(u * S + s) * R + r], xs);
-                        }
+                let at = params.x_skip + 8u * S * (q + u * WG);
+                for (var b = 0u; b < B; b++) {
+                    let xs = slot_x(at + b * k);
+                    for (var r = 0u; r < R; r++) {
+                        acc[r * B + b] = slot_dot(acc[r * B + b], v[u * R + r], xs);
                     }
                 }
             }
         }
     }
     for (; q < slots; q += WG) {
-        var v: array<Chunk, RS>;
+        var v: array<array<Chunk, S>, R>;
         for (var r = 0u; r < R; r++) {
-            let vs = slot_chunks(base[r], q);
-            for (var s = 0u; s < S; s++) {
-                v[s * R + r] = vs[s];
-            }
+            v[r] = slot_chunks(base[r], q);
         }
-        for (var s = 0u; s < S; s++) {
-            let at = params.x_skip + 8u * (S * q + s);
-            for (var b = 0u; b < B; b++) {
-                let xs = x8(at + b * k);
-                for (var r = 0u; r < R; r++) {
-                    acc[r * B + b] += chunk_dot(v[s * R + r], xs);
-                }
+        let at = params.x_skip + 8u * S * q;
+        for (var b = 0u; b < B; b++) {
+            let xs = slot_x(at + b * k);
+            for (var r = 0u; r < R; r++) {
+                acc[r * B + b] = slot_dot(acc[r * B + b], v[r], xs);
             }
         }
     }

@@ -6,7 +6,7 @@
 //! factored's second and third shapes), matmul on CPU adapters (its 16-column matvecs), one invocation per row, 64, the adapter's smallest subgroup
 //! (the shuffle reduction where it has subgroups), and both modes on the rows mapping with slots
 //! of several chunks (`MatVec::slot`: factored 2 rows of 2-chunk slots, int8 one row of 4-chunk
-//! slots); NaN in a
+//! slots and one row of 2-chunk slots unrolled); NaN in a
 //! column; adversarial blocks (offsets that cancel the scaled values to 1/2048 of them, scales at
 //! f16's edges); the formats without a kernel of the mode fall back to `exact` and hold its
 //! bound; two integer-path calls in one pass share the recorder's scratch buffer, products that
@@ -298,6 +298,21 @@ gpu_test!(
         precision: Precision::Int8,
         matvec: MatVecOptions {
             mapping: Mapping::Rows(RowsShape::new(64, 1).unwrap().with_slot(4).unwrap()),
+            ..MatVecOptions::default()
+        },
+        ..EngineOptions::default()
+    }
+);
+// Slots of 2 chunks, two per unrolled step: int8's slot_dot over 16 values (one half of the
+// quantiser's Σq) and the rows kernel's unrolled loop.
+gpu_test!(
+    kernels_precision_int8_rows_slot2,
+    modes_narrow,
+    options = EngineOptions {
+        precision: Precision::Int8,
+        matvec: MatVecOptions {
+            mapping: Mapping::Rows(RowsShape::new(64, 1).unwrap().with_slot(2).unwrap()),
+            unroll: true,
             ..MatVecOptions::default()
         },
         ..EngineOptions::default()

@@ -156,7 +156,8 @@ impl Recorder {
     }
 
     /// Records the integer path's quantiser `q`: the values of span `x` of `x_buffer` (whole
-    /// blocks of 32) as int8 codes from word 0 of `scratch`, then one scale per block.
+    /// blocks of 32) as int8 codes from word 0 of `scratch`, then one scale per block, then one
+    /// word of sums of codes per block.
     fn quantize(
         &mut self,
         pass: &mut wgpu::ComputePass<'_>,
@@ -170,7 +171,7 @@ impl Recorder {
             blocks: q.blocks as u32,
             x_skip: x.skip,
             d_at: (q.blocks * 8) as u32,
-            pad: 0,
+            s_at: (q.blocks * 9) as u32,
         };
         let out = Bind {
             buffer: scratch,

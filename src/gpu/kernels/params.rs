@@ -177,8 +177,9 @@ params! {
         pub x_skip: u32,
         /// Index in the codes binding of the first block's scale (the codes start at word 0).
         pub d_at: u32,
-        /// Padding (0).
-        pub pad: u32,
+        /// Index in the codes binding of the first block's sums of codes (Σq of values 0..16 and
+        /// 16..32 as the low and high i16 of a word).
+        pub s_at: u32,
     }
 }
 

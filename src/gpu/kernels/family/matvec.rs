@@ -801,9 +801,10 @@ pub(in crate::gpu::kernels) fn source(format: Format, op: Op, v: &MatVec) -> Res
             _ => (kernel_file!("chunk_exact"), format!("{x_f32}{x8}")),
         };
         return Ok(format!(
-            "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{}\n{io}\n{x8}\n{reduce}\n{}",
+            "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{}\n{}\n{io}\n{x8}\n{reduce}\n{}",
             kernel_file!("rows"),
             slot_chunks(v.slot),
+            slot_dot(v.precision, v.slot),
             kernel_file!("matvec_rows")
         ));
     }
@@ -844,6 +845,65 @@ fn slot_chunks(slot: u32) -> String {
         )
     };
     format!("// The chunks S q .. S q + S of the row at byte `row_base` (slot q).\nfn slot_chunks(row_base: u32, q: u32) -> array<Chunk, S> {{\n{body}}}\n")
+}
+
+/// `slot_x` and `slot_dot` of the rows mapping (`matvec_rows.wgsl`), written out as
+/// [`slot_chunks`]: the x of a slot of `slot` chunks, read once per column for the R rows, and a
+/// sum plus the slot's dot with it. Chunk by chunk in chunk order (`x8`, `chunk_dot`), except
+/// int8 slots of several chunks: x's codes, the block's scale dx and the quantiser's Σq of the
+/// slot's values, then per group of chunks sharing d and m (`w_QPART8_GROUP`) one integer sum,
+/// `dx (d Σ q xq + m Σ xq)`.
+fn slot_dot(precision: Precision, slot: u32) -> String {
+    let each =
+        |f: &dyn Fn(u32) -> String, sep: &str| (0..slot).map(f).collect::<Vec<_>>().join(sep);
+    if precision != Precision::Int8 || slot == 1 {
+        return format!(
+            "// x of the slot's chunks, the first at value o.\nalias SlotX = array<XChunk, S>;\nfn slot_x(o: u32) -> SlotX {{\n    return SlotX({});\n}}\n\n// acc plus the slot's chunks dotted with their x, chunk by chunk.\nfn slot_dot(acc: f32, v: array<Chunk, S>, xs: SlotX) -> f32 {{\n    var s = acc;\n{}    return s;\n}}\n",
+            each(&|c| format!("x8(o + {}u)", 8 * c), ", "),
+            each(&|c| format!("    s += chunk_dot(v[{c}], xs[{c}]);\n"), "")
+        );
+    }
+    let words = 2 * slot;
+    let codes = (0..words)
+        .map(|w| format!("x[w + {w}u]"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // Σq of the slot's values: one half of the block's word for 16 values, the word for 32.
+    let sums = if slot == 2 {
+        "select(sums >> 16u, sums & 0xFFFFu, (v & 16u) == 0u)"
+    } else {
+        "sums"
+    };
+    let dots = |from: u32, to: u32| {
+        (from..to)
+            .map(|c| {
+                format!(
+                    "dot4I8Packed(v[{c}].x, xs[{}]) + dot4I8Packed(v[{c}].y, xs[{}])",
+                    2 * c,
+                    2 * c + 1
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    let lo = "f32(bitcast<i32>(xs[SUMS] << 16u) >> 16u)".replace("SUMS", &(words + 1).to_string());
+    let hi = format!("f32(bitcast<i32>(xs[{}]) >> 16u)", words + 1);
+    let body = if slot == 2 {
+        format!(
+            "    let i = {};\n    var s = bitcast<f32>(v[0].z) * f32(i);\n    if (w_QPART8_MIN) {{\n        s += bitcast<f32>(v[0].w) * {lo};\n    }}\n",
+            dots(0, 2)
+        )
+    } else {
+        format!(
+            "    let i0 = {};\n    let i1 = {};\n    var s: f32;\n    if (w_QPART8_GROUP >= 4u) {{\n        s = bitcast<f32>(v[0].z) * f32(i0 + i1);\n        if (w_QPART8_MIN) {{\n            s += bitcast<f32>(v[0].w) * ({lo} + {hi});\n        }}\n    }} else {{\n        s = bitcast<f32>(v[0].z) * f32(i0) + bitcast<f32>(v[2].z) * f32(i1);\n        if (w_QPART8_MIN) {{\n            s += bitcast<f32>(v[0].w) * {lo} + bitcast<f32>(v[2].w) * {hi};\n        }}\n    }}\n",
+            dots(0, 2),
+            dots(2, 4)
+        )
+    };
+    format!(
+        "// x's codes of the slot (values o ..), their block's scale dx and Σq of the slot's values.\nalias SlotX = array<u32, {}>;\nfn slot_x(o: u32) -> SlotX {{\n    let v = o - params.x_skip;\n    let w = v / 4u;\n    let d = B * (params.k / 4u) + v / 32u;\n    let sums = x[d + B * (params.k / 32u)];\n    return SlotX({codes}, x[d], {sums});\n}}\n\n// acc plus the slot's dot with its x: an integer sum per group of chunks sharing d and m (the\n// slot's parts share them in pairs at least: QPART8_GROUP), dx (d Σ q xq + m Σ xq).\nfn slot_dot(acc: f32, v: array<Chunk, S>, xs: SlotX) -> f32 {{\n{body}    return acc + bitcast<f32>(xs[{words}]) * s;\n}}\n",
+        words + 2
+    )
 }
 
 /// x_shared.wgsl, its `x8` for `v.x_lanes` lanes (`subgroupBroadcast` takes a constant
@@ -1054,8 +1114,8 @@ pub struct MulDispatch {
     pub grid: (u32, u32, u32),
 }
 
-/// The integer path's quantiser of one column group: x's int8 codes (word 0 on) and then one
-/// scale per 32 values, in a scratch buffer of `bytes`.
+/// The integer path's quantiser of one column group: x's int8 codes (word 0 on), then one scale
+/// per 32 values, then one word of sums of codes per 32 values, in a scratch buffer of `bytes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuantizePlan {
     /// Blocks of 32 values.
@@ -1065,6 +1125,10 @@ pub struct QuantizePlan {
     /// Workgroups in x and y.
     pub grid: (u32, u32),
 }
+
+/// Bytes of the integer path's x per 32 values (`quantize_q8.wgsl`): 32 codes, the scale, the
+/// sums of the codes.
+pub const XQ_BLOCK_BYTES: u64 = 40;
 
 /// The columns one kernel covers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1140,11 +1204,12 @@ pub fn plan_mul(
     } else {
         plan.precision.honoured(Op::MatVec, s.format, s.k)
     };
-    // The integer path's codes and scales (36 bytes per 32 values) fit a binding too, and the
-    // quantiser's workgroups (one value block per invocation) a grid.
+    // The integer path's codes, scales and sums ([`XQ_BLOCK_BYTES`] per 32 values) fit a
+    // binding too, and the quantiser's workgroups (one value block per invocation) a grid.
     let max_codes = if precision == Precision::Int8 {
         let grid = plan.max_dim.saturating_mul(plan.max_dim);
-        (room / 36 * 32 / s.k).min(grid.saturating_mul(WORKGROUP_SIZE as u64 * 32) / s.k)
+        (room / XQ_BLOCK_BYTES * 32 / s.k)
+            .min(grid.saturating_mul(WORKGROUP_SIZE as u64 * 32) / s.k)
     } else {
         u64::MAX
     };
@@ -1189,7 +1254,7 @@ pub fn plan_mul(
             let blocks = cols * s.k / 32;
             QuantizePlan {
                 blocks,
-                bytes: blocks * 36,
+                bytes: blocks * XQ_BLOCK_BYTES,
                 grid: windows::grid(blocks.div_ceil(WORKGROUP_SIZE as u64), plan.max_dim),
             }
         });
