@@ -297,8 +297,8 @@ impl Recorder {
     }
 }
 
-/// What the integer path's scratch buffer holds after a quantiser: the codes and scales of the
-/// `blocks` blocks of span `span` of buffer `x`.
+/// What the integer path's scratch buffer holds after a quantiser: the codes, scales and sums of
+/// codes of the `blocks` blocks of span `span` of buffer `x`.
 #[derive(PartialEq)]
 struct Quantized {
     x: wgpu::Buffer,

@@ -886,8 +886,10 @@ fn slot_dot(precision: Precision, slot: u32) -> String {
             .collect::<Vec<_>>()
             .join(" + ")
     };
-    let lo = "f32(bitcast<i32>(xs[SUMS] << 16u) >> 16u)".replace("SUMS", &(words + 1).to_string());
-    let hi = format!("f32(bitcast<i32>(xs[{}]) >> 16u)", words + 1);
+    // The low and high i16 of the sums word, sign-extended.
+    let sums_at = words + 1;
+    let lo = format!("f32(bitcast<i32>(xs[{sums_at}] << 16u) >> 16u)");
+    let hi = format!("f32(bitcast<i32>(xs[{sums_at}]) >> 16u)");
     let body = if slot == 2 {
         format!(
             "    let i = {};\n    var s = bitcast<f32>(v[0].z) * f32(i);\n    if (w_QPART8_MIN) {{\n        s += bitcast<f32>(v[0].w) * {lo};\n    }}\n",
