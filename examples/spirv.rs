@@ -27,7 +27,9 @@
 
 use std::path::PathBuf;
 
-use gguf_dequant::gpu::kernels::{kernel_source, KernelKey, MatVec, Op, Precision, Variant};
+use gguf_dequant::gpu::kernels::{
+    kernel_source, reads_f16, KernelKey, MatVec, Op, Precision, Variant,
+};
 use gguf_dequant::Format;
 use rayon::prelude::*;
 
@@ -70,8 +72,13 @@ fn values_per_step(key: &KernelKey) -> (u32, &'static str) {
 /// 64 on AMD's wave64-only parts) with the subgroup reduction, vec4 x, rolled or unrolled, either
 /// F16/BF16 weight reader, and the integer path at the same widths; on the rows mapping
 /// (`rows`), workgroups of 64 and 128 invocations on 1, 2 or 4 rows (llama.cpp's shapes on
-/// AMD and NVIDIA), with the subgroup reduction and vec4 x, and the integer path there too.
-fn gpu_variant(v: &MatVec) -> bool {
+/// AMD and NVIDIA), with the subgroup reduction and vec4 x, and the integer path there too; all
+/// converting binary16 by the device where the format reads it (`MatVec::hw_f16`: every Vulkan
+/// GPU has `unpack2x16float`; `--all` has the integer conversion too).
+fn gpu_variant(key: &KernelKey, v: &MatVec) -> bool {
+    if v.hw_f16 != reads_f16(key.format) {
+        return false;
+    }
     if v.rows > 0 {
         return matches!(v.threads, 64 | 128)
             && matches!(v.rows, 1 | 2 | 4)
@@ -86,7 +93,9 @@ fn spirv(key: &KernelKey, loop_bounding: bool) -> Result<Vec<u32>, String> {
     use naga::valid::{Capabilities, ShaderStages, SubgroupOperationSet, ValidationFlags};
     let src = kernel_source(key).map_err(|e| e.to_string())?;
     let module = naga::front::wgsl::parse_str(&src).map_err(|e| e.emit_to_string(&src))?;
-    let mut validator = naga::valid::Validator::new(ValidationFlags::all(), Capabilities::SUBGROUP);
+    // What wgpu grants a Vulkan device with subgroups (`SHADER_F16_IN_F32`: unpack2x16float).
+    let caps = Capabilities::SUBGROUP | Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+    let mut validator = naga::valid::Validator::new(ValidationFlags::all(), caps);
     validator
         .subgroup_stages(ShaderStages::COMPUTE)
         .subgroup_operations(SubgroupOperationSet::all());
@@ -185,7 +194,7 @@ fn main() {
             Variant::MatVec(v) => columns.as_ref().is_none_or(|c| c.contains(&v.columns)),
             _ => true,
         })
-        .filter(|k| all || k.matvec_variant().is_none_or(|v| gpu_variant(&v)))
+        .filter(|k| all || k.matvec_variant().is_none_or(|v| gpu_variant(k, &v)))
         .collect();
     std::fs::create_dir_all(&out).unwrap_or_else(|e| {
         eprintln!("{}: {e}", out.display());
@@ -220,6 +229,8 @@ fn main() {
                 "subgroups": v.subgroups,
                 "x_lanes": v.x_lanes,
                 "unroll": v.unroll,
+                "hw_f16": v.hw_f16,
+                "reads_f16": reads_f16(key.format),
                 "int_dot": v.precision == Precision::Int8,
                 "precision": v.precision.name(),
                 "dtype": dtype.name(),

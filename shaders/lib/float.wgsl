@@ -5,27 +5,11 @@
 //
 // Why integers: no `shader-f16` capability is needed, `unpack2x16float` may flush f16
 // subnormals, and GPUs may canonicalise NaN payloads or flush f32 subnormals in float
-// operations. Every function here is exact and bit-for-bit the CPU's result.
+// operations. Every function here is exact and bit-for-bit the CPU's result. binary16 itself is
+// converted in half.wgsl (or, by the matvec kernels' `hw_f16` variant, in half_unpack.wgsl).
 
 const EXP_MASK_F32: u32 = 0x7F800000u;
 const MANT_MASK_F32: u32 = 0x007FFFFFu;
-
-// IEEE binary16 bits (low 16 bits of `h`) to the bits of the equal f32 (spec §2.1). Subnormals
-// are normalised exactly; Inf stays Inf; NaN keeps its payload with the quiet bit set (as `half`).
-// Branch-free (every case computed, one selected): CPU adapters run invocations as SIMD lanes,
-// where a branch costs both sides and the masking around them.
-fn f16_to_f32_bits(h: u32) -> u32 {
-    let s = (h & 0x8000u) << 16u;
-    let a = h & 0x7FFFu; // exponent and mantissa
-    // Exponent 1..30: rebias 15 -> 127.
-    let normal = (a << 13u) + 0x38000000u;
-    // Exponent 0: a * 2^-24 with a < 2^10, a normal f32 whose leading bit is bit p of a (0 for 0).
-    let p = firstLeadingBit(a);
-    let sub = select(0u, ((p + 103u) << 23u) | ((a << ((23u - p) & 31u)) & MANT_MASK_F32), a != 0u);
-    // Exponent 31: Inf, or NaN with the quiet bit set.
-    let special = (a << 13u) | EXP_MASK_F32 | select(0u, 0x00400000u, a > 0x7C00u);
-    return s | select(select(normal, sub, a < 0x400u), special, a >= 0x7C00u);
-}
 
 // binary16 bits to f32 (twin of common.rs `f16_bits`).
 fn f16_bits(h: u32) -> f32 {

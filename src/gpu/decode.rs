@@ -72,18 +72,49 @@ const GRIDS_DECL: &str = "@group(0) @binding(3) var<storage, read> grids: array<
 /// `format`'s decoder with every module-scope name prefixed, reading the caller's bindings (see
 /// the module docs). Errors: a format without a shader, or names that are not identifiers.
 pub fn decode_module(format: Format, names: &DecodeNames<'_>) -> Result<String> {
-    decode_prefixed(format, "", names)
+    decode_prefixed(format, "", names, false)
 }
 
-/// [`decode_module`] of the decoder followed by `extra` WGSL (an output packer), renamed together.
+/// The binary16 conversion every decoder composes (`shaders/lib/half.wgsl`, integer operations),
+/// as the composed source holds it.
+const HALF: &str = concat!(
+    "// ---- shaders/lib/half.wgsl ----\n",
+    include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/shaders/lib/half.wgsl"
+    ))
+);
+/// The same functions through the device's `unpack2x16float` (`shaders/lib/half_unpack.wgsl`).
+const HALF_UNPACK: &str = concat!(
+    "// ---- shaders/lib/half_unpack.wgsl ----\n",
+    include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/shaders/lib/half_unpack.wgsl"
+    ))
+);
+
+/// [`decode_module`] of the decoder followed by `extra` WGSL (an output packer), renamed together;
+/// with `unpack_f16`, binary16 converted by the device's `unpack2x16float` (`half_unpack.wgsl` in
+/// `half.wgsl`'s place: exact only where the device was probed so, and NaN payloads may differ,
+/// so for summing kernels alone).
 pub(crate) fn decode_prefixed(
     format: Format,
     extra: &str,
     names: &DecodeNames<'_>,
+    unpack_f16: bool,
 ) -> Result<String> {
     let src = wgsl_decode_source(format).ok_or_else(|| {
         GpuError::InvalidJob(format!("{format} has no shader (it is decoded on the CPU)"))
     })?;
+    debug_assert!(
+        src.contains(HALF),
+        "{format}: every decoder composes half.wgsl"
+    );
+    let src = if unpack_f16 {
+        src.replace(HALF, HALF_UNPACK)
+    } else {
+        src.to_string()
+    };
     for (what, name, prefix) in [
         ("prefix", names.prefix, true),
         ("blocks binding", names.blocks, false),

@@ -246,6 +246,81 @@ pub(crate) fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, w
     })
 }
 
+/// The probe of [`exact_f16`]: word i of the output holds `unpack2x16float` of codes 2i and 2i + 1.
+const F16_PROBE: &str = "@group(0) @binding(0) var<storage, read_write> out: array<vec2<u32>>;
+
+@compute @workgroup_size(64)
+fn probe(@builtin(global_invocation_id) id: vec3<u32>) {
+    let i = id.x;
+    if (i < 32768u) {
+        out[i] = bitcast<vec2<u32>>(unpack2x16float((2u * i) | ((2u * i + 1u) << 16u)));
+    }
+}
+";
+
+/// Whether `device`'s own binary16 conversion (WGSL `unpack2x16float`) gives every f16 but NaN
+/// the f32 the integer conversion gives (subnormals included, where a device may flush them)
+/// and NaN for NaN: the condition of the matvec kernels' `hw_f16` variant. All 65536 codes are
+/// converted on the device and compared with [`crate::formats::common::f16_bits`]. `Ok(false)`
+/// where the device cannot compile the probe (no `unpack2x16float`: wgpu's downlevel flag
+/// `SHADER_F16_IN_F32`); errors: the device failing to run it (lost, out of memory).
+pub(crate) fn exact_f16(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    timeout: std::time::Duration,
+) -> Result<bool> {
+    use super::{buffers, error::scoped};
+    let compiled = scoped(device, "the f16 conversion probe", || {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("gguf-dequant f16 probe"),
+            source: wgpu::ShaderSource::Wgsl(F16_PROBE.into()),
+        });
+        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("gguf-dequant f16 probe"),
+            layout: None,
+            module: &module,
+            entry_point: Some("probe"),
+            compilation_options: Default::default(),
+            cache: None,
+        })
+    });
+    let Ok(pipeline) = compiled else {
+        return Ok(false);
+    };
+    let size = 65536 * 4;
+    let (output, readback) = buffers::output_and_readback(device, "f16 probe", size)?;
+    let bind = scoped(device, "the f16 probe's bindings", || {
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("gguf-dequant f16 probe"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: output.as_entire_binding(),
+            }],
+        })
+    })?;
+    let mut encoder = device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind, &[]);
+        pass.dispatch_workgroups(32768 / 64, 1, 1);
+    }
+    encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, size);
+    let index = buffers::submit(device, queue, "the f16 conversion probe", encoder)?;
+    let mut bytes = vec![0u8; size as usize];
+    buffers::read_into(device, &readback, index, timeout, &mut bytes)?;
+    Ok(bytes.chunks_exact(4).enumerate().all(|(code, b)| {
+        let got = f32::from_bits(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        let want = crate::formats::common::f16_bits(code as u16);
+        if want.is_nan() {
+            got.is_nan()
+        } else {
+            got.to_bits() == want.to_bits()
+        }
+    }))
+}
+
 /// What the device callbacks recorded, checked after every engine call.
 #[derive(Default)]
 pub(crate) struct DeviceState {

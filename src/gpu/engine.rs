@@ -200,6 +200,9 @@ impl GpuEngine {
             .features()
             .contains(wgpu::Features::SUBGROUP)
             .then_some((info.subgroup_min_size, info.subgroup_max_size));
+        // Probed only where the options let the kernels use it.
+        let exact_f16 = options.matvec.hw_f16 != Some(false)
+            && device::exact_f16(&device, &queue, options.timeout)?;
         let matvec = kernels::MatVecPolicy::new(
             &options.matvec,
             info.device_type == wgpu::DeviceType::Cpu,
@@ -207,6 +210,7 @@ impl GpuEngine {
             limits
                 .max_compute_invocations_per_workgroup
                 .min(limits.max_compute_workgroup_size_x),
+            exact_f16,
         )
         .map_err(GpuError::InvalidOption)?;
         let device_dim = limits.max_compute_workgroups_per_dimension;

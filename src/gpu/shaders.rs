@@ -1,5 +1,5 @@
 //! Compile-time assembly of the WGSL shaders (design §2): every shader is a `&'static str` built
-//! with `concat!(include_str!(..))` from the shared helpers in `shaders/lib/` (`bytes`, `int8`, `float`,
+//! with `concat!(include_str!(..))` from the shared helpers in `shaders/lib/` (`bytes`, `int8`, `float`, `half`,
 //! then any family helpers the format names with `libs [..]`, e.g. `kquant`), the lookup tables a
 //! format names in `shaders/tables/`, the format's own `shaders/formats/<stem>.wgsl`, one output
 //! packer (`out_f32`, or `out_f16` / `out_bf16` with the shared `store_pairs`) and the shared entry
@@ -50,6 +50,8 @@ macro_rules! compose {
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/int8.wgsl")),
             "// ---- shaders/lib/float.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/float.wgsl")),
+            "// ---- shaders/lib/half.wgsl ----\n",
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/half.wgsl")),
             $(
                 "// ---- shaders/lib/", $lib, ".wgsl ----\n",
                 include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/", $lib, ".wgsl")),
@@ -83,6 +85,8 @@ macro_rules! decoder {
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/int8.wgsl")),
             "// ---- shaders/lib/float.wgsl ----\n",
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/float.wgsl")),
+            "// ---- shaders/lib/half.wgsl ----\n",
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/half.wgsl")),
             $($($(
                 "// ---- shaders/lib/", $lib, ".wgsl ----\n",
                 include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/", $lib, ".wgsl")),
@@ -125,7 +129,7 @@ macro_rules! sources {
         /// format without a shader ([`Format::has_shader`]).
         ///
         /// It is the engine's own shader up to (not including) its output packer and entry point: the
-        /// shared helpers (`shaders/lib/bytes.wgsl`, `float.wgsl`), the format's lookup tables and
+        /// shared helpers (`shaders/lib/bytes.wgsl`, `float.wgsl`, `half.wgsl`), the format's lookup tables and
         /// `shaders/formats/<format>.wgsl`. It declares the constants `BLOCK_ELEMS` and `BLOCK_BYTES`
         /// and
         ///

@@ -58,8 +58,8 @@ fn rust_members(fields: &[ParamField]) -> Members {
 /// Everything that differs between `src`, the WGSL of `key`, and the Rust side.
 fn check_source(key: &KernelKey, src: &str) -> Vec<String> {
     let what = format!("{key:?}");
-    let (module, info) =
-        validate_with(&what, src, key.uses_subgroups()).unwrap_or_else(|e| panic!("{e}"));
+    let (module, info) = validate_with(&what, src, key.uses_subgroups(), key.uses_unpack_f16())
+        .unwrap_or_else(|e| panic!("{e}"));
     check_module(key, &module, &info)
 }
 

@@ -23,6 +23,8 @@ fn gpu_plan() -> Plan {
             threads: 32,
             subgroups: Some((32, 32)),
             unroll: true,
+            hw_f16: true,
+            hw_f16_scales: true,
         },
         precision: Precision::Exact,
     }
@@ -237,8 +239,9 @@ fn small_limits_split_columns_rows_and_grids() {
 
 #[test]
 fn the_matvec_policy_follows_the_device() {
-    let policy =
-        |options: MatVecOptions, cpu, subgroups| MatVecPolicy::new(&options, cpu, subgroups, 256);
+    let policy = |options: MatVecOptions, cpu, subgroups| {
+        MatVecPolicy::new(&options, cpu, subgroups, 256, true)
+    };
     let default = MatVecOptions::default();
     // A CPU adapter: one invocation per row, x shared by up to 8 lanes.
     let cpu = policy(default, true, Some((4, 16))).unwrap();
@@ -276,6 +279,20 @@ fn the_matvec_policy_follows_the_device() {
         assert!(!p.classic_subgroups() && !p.rows_subgroups(RowsShape::new(256, 1).unwrap()));
     }
     assert_eq!(policy(default, false, None).unwrap().threads, 64);
+    // binary16 by the device's conversion: where the engine found it exact and the options
+    // allow it: on GPUs for every format, on CPU adapters for F16 weights unless forced.
+    assert!(gpu.hw_f16 && gpu.hw_f16_scales && gpu.hw_f16_for(Format::Q4_K));
+    assert!(cpu.hw_f16 && !cpu.hw_f16_scales);
+    assert!(cpu.hw_f16_for(Format::F16) && !cpu.hw_f16_for(Format::Q4_K));
+    let hw = |on| MatVecOptions {
+        hw_f16: Some(on),
+        ..default
+    };
+    assert!(policy(hw(true), true, None).unwrap().hw_f16_scales);
+    let off = policy(hw(false), false, Some((32, 32))).unwrap();
+    assert!(!off.hw_f16 && !off.hw_f16_scales);
+    let inexact = MatVecPolicy::new(&hw(true), false, Some((32, 32)), 256, false).unwrap();
+    assert!(!inexact.hw_f16 && !inexact.hw_f16_scales);
     // Forced choices, and the ones no device can run, as one-line errors.
     let rows = Mapping::Rows(RowsShape::new(128, 2).unwrap());
     let forced = MatVecOptions {
@@ -297,7 +314,7 @@ fn the_matvec_policy_follows_the_device() {
         mapping: Mapping::Rows(RowsShape::new(256, 1).unwrap()),
         ..default
     };
-    let e = MatVecPolicy::new(&big, false, None, 128).unwrap_err();
+    let e = MatVecPolicy::new(&big, false, None, 128, true).unwrap_err();
     assert!(
         e.contains("rows:256x1") && e.contains("128 invocations"),
         "{e}"
@@ -327,15 +344,26 @@ fn the_matvec_policy_follows_the_device() {
     };
     assert_eq!(
         key(1, Precision::Exact, slotted),
-        "matvec.Q4_K.c1.w64.r2.s4.u1.vx.sg"
+        "matvec.Q4_K.c1.w64.r2.s4.u1.vx.sg.hf"
     );
     assert_eq!(
         key(8, Precision::Exact, slotted),
-        "matvec.Q4_K.c8.w64.r2.s4.u1.vx.sg"
+        "matvec.Q4_K.c8.w64.r2.s4.u1.vx.sg.hf"
     );
+    assert_eq!(
+        plan.matvec_key(Format::BF16, 1, (true, true), Precision::Exact, slotted)
+            .unwrap()
+            .to_string(),
+        "matvec.BF16.c1.w64.r2.s4.u1.vx.vw.sg"
+    );
+    assert!(plan
+        .matvec
+        .matvec_id_key(Format::Q4_0, true, false)
+        .to_string()
+        .ends_with(".hf"));
     let two = Mapping::Rows(RowsShape::new(64, 1).unwrap().with_slot(2).unwrap());
     assert_eq!(
         key(1, Precision::Int8, two),
-        "matvec.Q4_K.c1.w64.r1.s2.u2.sg.int"
+        "matvec.Q4_K.c1.w64.r1.s2.u2.sg.int.hf"
     );
 }

@@ -20,7 +20,7 @@ fn validate_and_translate(key: &KernelKey) -> Vec<String> {
         Ok(s) => s,
         Err(e) => return vec![format!("{label}: {e}")],
     };
-    match validate_with(&label, &src, key.uses_subgroups()) {
+    match validate_with(&label, &src, key.uses_subgroups(), key.uses_unpack_f16()) {
         Ok((module, info)) => {
             let mut failures = check_module(key, &module, &info);
             failures.extend(translate_with(
@@ -45,7 +45,8 @@ fn validate_and_translate(key: &KernelKey) -> Vec<String> {
 /// invocations per row and on that rows shape. The integer path on the rows mapping
 /// (`chunk_int8.wgsl`) as the exact rows mapping: every shape on Q4_K, one elsewhere. Slots of
 /// 2 and 4 chunks (`MatVec::slot`), a loop around the same decoders: every variant of one column
-/// on Q4_K, the one shape elsewhere.
+/// on Q4_K, the one shape elsewhere. binary16 converted by the device (`MatVec::hw_f16`, one
+/// helper file swapped): every variant of one column on F16, the one shape elsewhere.
 fn keys() -> Vec<KernelKey> {
     use gguf_dequant::gpu::kernels::Precision;
     use gguf_dequant::Format;
@@ -57,6 +58,10 @@ fn keys() -> Vec<KernelKey> {
                 return true;
             };
             let one_shape = v.columns == 3 && matches!((v.threads, v.rows), (1 | 64, 0) | (64, 2));
+            if v.hw_f16 {
+                // The same kernels with half_unpack.wgsl in half.wgsl's place.
+                return (k.format == Format::F16 && v.columns == 1) || one_shape;
+            }
             if v.precision == Precision::Factored {
                 return k.format == Format::Q4_K || one_shape;
             }

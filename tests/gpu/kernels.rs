@@ -862,3 +862,86 @@ fn rows_mapping(engine: &GpuEngine) {
     eprintln!("[kernels] {backend}: the rows mapping within the bound, its rows' sums independent of R and U");
 }
 gpu_test!(kernels_rows_mapping, rows_mapping);
+
+/// binary16 converted by the device's `unpack2x16float` (`MatVec::hw_f16`), which the engine
+/// uses where its probe found every f16 converted exactly, against the integer conversion on the
+/// same device: formats that read binary16 (F16 weights with a quarter of them subnormal, where
+/// a device that flushes would differ; the block formats' random f16 scales), the classic
+/// mapping and the rows mapping with slots, 1 and 3 columns and matvec_id: within the bound of
+/// the f64 reference and bit-identical. CI's three implementations all convert exactly, so
+/// every other kernel test runs the device's conversion of F16 weights there.
+fn hw_f16_against_integer(engine: &GpuEngine) {
+    use gguf_dequant::gpu::kernels::{reads_f16, RowsShape};
+    let backend = label(engine);
+    let policy = engine.matvec_policy();
+    let hw = policy.hw_f16;
+    if support::is_ci() {
+        assert!(hw, "{backend}: CI's adapters convert binary16 exactly");
+    }
+    // CPU adapters keep the block formats' scales on the integer conversion by default.
+    let cpu = engine.adapter_info().device_type == wgpu::DeviceType::Cpu;
+    assert_eq!(policy.hw_f16_scales, hw && !cpu, "{backend}");
+    let open = |mapping: Mapping, hw_f16: bool| {
+        GpuEngine::from_device(
+            engine.device().clone(),
+            engine.queue().clone(),
+            EngineOptions {
+                matvec: MatVecOptions {
+                    mapping,
+                    hw_f16: Some(hw_f16),
+                    ..MatVecOptions::default()
+                },
+                ..EngineOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let rows = Mapping::Rows(RowsShape::new(64, 2).unwrap().with_slot(4).unwrap());
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    // Every decoder composes the same conversion (tests/cpu/kernel_shaders.rs compiles them
+    // all): F16, two k-quants, a 32-value format and an i-quant on the classic mapping; F16 and
+    // Q4_K on the rows mapping.
+    let classic = [
+        Format::F16,
+        Format::Q4_K,
+        Format::Q6_K,
+        Format::Q8_0,
+        Format::IQ2_XXS,
+    ];
+    for (mapping, few) in [(Mapping::Classic, &classic[..]), (rows, &classic[..2])] {
+        let (on, off) = (open(mapping, true), open(mapping, false));
+        let (p, q) = (on.matvec_policy(), off.matvec_policy());
+        assert!(p.hw_f16 == hw && p.hw_f16_scales == hw, "{backend}");
+        assert!(!q.hw_f16 && !q.hw_f16_scales);
+        for (fi, &f) in few.iter().enumerate() {
+            assert!(reads_f16(f), "{f}");
+            let b = f.block_elems();
+            let k = if b == 1 { 1024 + 13 } else { 1024 + b };
+            let what = format!("{backend} {f} {mapping} hw_f16");
+            let seeds = (2100 + fi as u64, fi as u64);
+            if f != Format::F16 {
+                same_rows(&what, &on, &off, f, k, 5, seeds);
+                continue;
+            }
+            // F16: ordinary values, and every fourth a subnormal of either sign.
+            let n = 5;
+            let mut raw = weights(f, k * n, seeds.0);
+            let mut rng = Rng::new(seeds.0);
+            for v in raw.chunks_exact_mut(8) {
+                let code = (rng.next_u64() & 0x83FF) as u16;
+                v[..2].copy_from_slice(&code.to_le_bytes());
+            }
+            let dims = [k as u64, n as u64];
+            let w = ResidentTensor::upload(&on, "w", f, &dims, &raw).unwrap();
+            for batch in [1, 3] {
+                let x = inputs(batch * k, seeds.1);
+                let got = on.matvec(&w, &x, batch).unwrap();
+                within(&what, &ops::mul_mat(f, &raw, k, &x, batch).unwrap(), &got);
+                let same = off.matvec(&w, &x, batch).unwrap();
+                assert_eq!(bits(got), bits(same), "{what} {batch}");
+            }
+        }
+    }
+    eprintln!("[kernels] {backend}: binary16 by the device's conversion {hw}, bit-identical to the integer one");
+}
+gpu_test!(kernels_hw_f16, hw_f16_against_integer);

@@ -111,6 +111,8 @@ fn plan_and_weight(pick: &mut dyn FnMut(u64) -> u64) -> (Plan, Weight) {
                 n => Some((1 << n, 1 << (n + pick(3)))),
             },
             unroll: pick(2) == 0,
+            hw_f16: pick(2) == 0,
+            hw_f16_scales: pick(2) == 0,
         },
         precision: Precision::ALL[pick(Precision::ALL.len() as u64) as usize],
     };

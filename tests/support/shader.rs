@@ -1,30 +1,28 @@
 //! WGSL through naga as the shader tests check it, with no GPU: parsed and validated under
 //! `Capabilities::empty()` (the strictest baseline: no f16, no subgroups; the subgroup kernel
-//! variants with `SUBGROUP` alone), then translated to SPIR-V, MSL, HLSL and GLSL ES 3.1.
+//! variants with `SUBGROUP`, the `hw_f16` ones with `SHADER_FLOAT16_IN_FLOAT32`), then translated to SPIR-V, MSL, HLSL and GLSL ES 3.1.
 
 /// `src` parsed and validated; the error names `label` and the offending line.
 pub fn validate(label: &str, src: &str) -> Result<(naga::Module, naga::valid::ModuleInfo), String> {
-    validate_with(label, src, false)
+    validate_with(label, src, false, false)
 }
 
 /// [`validate`], allowing subgroup operations in compute shaders where `subgroups` (what wgpu's
-/// `SUBGROUP` feature grants; nothing else).
+/// `SUBGROUP` feature grants) and `unpack2x16float` where `unpack_f16` (what wgpu's downlevel
+/// flag `SHADER_F16_IN_F32` grants); nothing else.
 pub fn validate_with(
     label: &str,
     src: &str,
     subgroups: bool,
+    unpack_f16: bool,
 ) -> Result<(naga::Module, naga::valid::ModuleInfo), String> {
     use naga::valid::{Capabilities, ShaderStages, SubgroupOperationSet};
     let module =
         naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string_with_path(src, label))?;
-    let mut validator = naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        if subgroups {
-            Capabilities::SUBGROUP
-        } else {
-            Capabilities::empty()
-        },
-    );
+    let mut caps = Capabilities::empty();
+    caps.set(Capabilities::SUBGROUP, subgroups);
+    caps.set(Capabilities::SHADER_FLOAT16_IN_FLOAT32, unpack_f16);
+    let mut validator = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps);
     if subgroups {
         validator
             .subgroup_stages(ShaderStages::COMPUTE)

@@ -340,13 +340,15 @@ def rows_for(out, gpus):
 
 def ours_variant(row, unroll=4, source="ours"):
     """Whether `row` is the classic matvec variant a GPU with 32-lane subgroups runs (NVIDIA; AMD under RADV):
-    32 invocations per row, subgroup reduction, vec4 x (F16/BF16: four words of W per load), exact sums, one column, and
+    32 invocations per row, subgroup reduction, vec4 x (F16/BF16: four words of W per load), exact sums, one column,
+    binary16 by the device's conversion where the format reads it (`hw_f16`, since 2026-12-07), and
     `unroll` chunks per loop step (4: the engine's default since 2026-12-05; 1: what the H200 ran)."""
     return (row["source"] == source and row["family"] == "matvec" and row.get("rows", 0) == 0
             and row.get("threads") == 32 and row.get("subgroups") and row.get("unroll") == unroll
             and row.get("vec_x") and row.get("precision", "exact") == "exact" and not row.get("int_dot")
             and row.get("columns", 1) == 1
-            and row.get("vec_w") == (row["format"] in ("F16", "BF16")))
+            and row.get("vec_w") == (row["format"] in ("F16", "BF16"))
+            and row.get("hw_f16", False) == row.get("reads_f16", False))
 
 
 def ours_default(row):

@@ -373,7 +373,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "REPORT.json", num_args = 1.., conflicts_with_all = [
         "model", "types", "dtype", "mib", "backend", "runs", "no_cpu", "wall", "json", "rotate_mib",
         "budget", "kernels", "shapes", "batch", "matmul_batch", "rows", "precision",
-        "one_weight", "no_unroll", "variant",
+        "one_weight", "no_unroll", "no_hw_f16", "variant",
     ])]
     pub compare: Vec<PathBuf>,
     /// Formats (ggml names, comma-separated), or `all` = every format with a GPU shader. A named
@@ -447,6 +447,11 @@ pub struct BenchArgs {
     /// four with their loads issued together: the same sums, for comparing the two.
     #[arg(long)]
     pub no_unroll: bool,
+    /// Convert binary16 (F16 weights, block scales) in the matvec rows with integer operations
+    /// even where the engine found the device's own conversion exact (variants without `.hf`):
+    /// the same sums, for comparing the two.
+    #[arg(long)]
+    pub no_hw_f16: bool,
     /// matvec's variant: `classic` (each row its own invocations) or `rows:WxR[sS]` (the rows
     /// mapping for GPUs: W invocations per workgroup, 32 to 256, all working on R rows, 1 to 8,
     /// each chunk of x read once for the R rows, as llama.cpp's mul_mat_vec; each invocation

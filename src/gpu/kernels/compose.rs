@@ -170,14 +170,15 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
 }
 
 /// The decode module of `format` with the kernels' names (prefix `w_`, blocks in `w`,
-/// grids in `grids`) and `packer` (get_rows' output packer) composed in.
-pub(super) fn module(format: Format, packer: &str) -> Result<String> {
+/// grids in `grids`) and `packer` (get_rows' output packer) composed in; with `unpack_f16`,
+/// binary16 converted by the device's `unpack2x16float` ([`matvec::MatVec::hw_f16`]).
+pub(super) fn module(format: Format, packer: &str, unpack_f16: bool) -> Result<String> {
     let names = DecodeNames {
         prefix: "w_",
         blocks: "w",
         grids: "grids",
     };
-    decode_prefixed(format, packer, &names)
+    decode_prefixed(format, packer, &names, unpack_f16)
 }
 
 /// The grids binding's declaration where `format` reads the grids, else nothing.
@@ -199,7 +200,7 @@ pub(super) fn plain_source(format: Format, op: Op, packer: &str) -> Result<Strin
     Ok(format!(
         "{}{}\n{}\n{}\n\n\n\n\n{}\n",
         grids(format),
-        module(format, packer)?,
+        module(format, packer, false)?,
         one_value8(false),
         kernel_file!("rows"),
         op.wgsl()
@@ -301,7 +302,10 @@ mod tests {
             } else {
                 1
             };
-            DType::ALL.len() + 1 + readers * (9 * matvecs + matvecs + rows_variants)
+            // Every matvec and matvec_id variant twice where the format reads binary16: the
+            // integer conversion and the device's.
+            let conversions = if matvec::reads_f16(*f) { 2 } else { 1 };
+            DType::ALL.len() + 1 + conversions * readers * (9 * matvecs + matvecs + rows_variants)
         };
         // The integer path: every columns × threads, and the subgroup reduction for threads > 1,
         // and the rows mapping with one x reader (x's codes); the factored sums: every matvec but
@@ -312,7 +316,8 @@ mod tests {
             .iter()
             .map(per_format)
             .sum::<usize>()
-            + INT_DOT_FORMATS.len() * int;
+            + INT_DOT_FORMATS.len() * int * 2;
+        assert!(INT_DOT_FORMATS.iter().all(|&(f, _)| matvec::reads_f16(f)));
         assert_eq!(all.len(), want);
         assert!(all
             .iter()
@@ -366,6 +371,34 @@ mod tests {
                 .precision(),
             Precision::Exact
         );
+    }
+
+    /// `reads_f16` is true exactly for the formats whose decoder converts binary16; their
+    /// `hw_f16` keys compose `unpack2x16float` in place of the integer conversion.
+    #[test]
+    fn hw_f16_keys_unpack() {
+        for &f in crate::formats::WITH_SHADER {
+            let src = crate::gpu::shaders::wgsl_decode_source(f).unwrap();
+            let body = src.split("// ---- shaders/formats/").nth(1).unwrap();
+            let reads = body.contains("f16_le(")
+                || body.contains("f16_bits(")
+                || body.contains("f16x2_bits(")
+                || body.contains("f16_to_f32_bits(");
+            assert_eq!(matvec::reads_f16(f), reads, "{f}");
+            let key = KernelKey::matvec(f, 1, 1, true).with_hw_f16(true);
+            assert_eq!(key.uses_unpack_f16(), reads, "{f}");
+            let s = kernel_source(&key).unwrap();
+            assert_eq!(s.contains("unpack2x16float("), reads, "{f}");
+            assert!(!s.contains("firstLeadingBit(a)") || !reads, "{f}");
+            if reads {
+                assert!(key.to_string().ends_with(".hf"), "{key}");
+            }
+        }
+        // Never in the bit-exact kernels.
+        let s = kernel_source(&KernelKey::get_rows(Format::F16, DType::F32)).unwrap();
+        assert!(!s.contains("unpack2x16float(") && s.contains("firstLeadingBit(a)"));
+        let id = KernelKey::matvec_id(Format::Q4_K, 32, true).with_hw_f16(true);
+        assert!(id.uses_unpack_f16() && kernel_source(&id).unwrap().contains("unpack2x16float("));
     }
 
     #[test]

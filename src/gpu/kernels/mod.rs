@@ -109,9 +109,9 @@ pub use family::get_rows::{
 };
 pub use family::matmul::MatMul;
 pub use family::matvec::{
-    plan_mul, ColumnGroup, Mapping, MatVec, MatVecOptions, MatVecPolicy, MulCall, MulDispatch,
-    MulOp, MulParams, MulPlan, QuantizePlan, RowsShape, MATVEC_THREADS, ROWS_MAX_SLOT_CHUNKS,
-    ROWS_MAX_SUMS, ROWS_PER_GROUP, ROWS_SLOTS, ROWS_WORKGROUPS, X_LANES,
+    plan_mul, reads_f16, ColumnGroup, Mapping, MatVec, MatVecOptions, MatVecPolicy, MulCall,
+    MulDispatch, MulOp, MulParams, MulPlan, QuantizePlan, RowsShape, MATVEC_THREADS,
+    ROWS_MAX_SLOT_CHUNKS, ROWS_MAX_SUMS, ROWS_PER_GROUP, ROWS_SLOTS, ROWS_WORKGROUPS, X_LANES,
 };
 pub use family::matvec_id::{plan_matvec_id, MatVecIdCall, MatVecIdPlan, MatVecIdWindow};
 #[cfg(feature = "gpu")]

@@ -396,6 +396,8 @@ mod tests {
                 threads: 1,
                 subgroups: None,
                 unroll: false,
+                hw_f16: false,
+                hw_f16_scales: false,
             },
             precision: Precision::Exact,
         }

@@ -59,6 +59,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         backend::open_each(backend, |a| {
             let mut options = super::variant_options(args.variant, args.precision);
             options.matvec.unroll = !args.no_unroll;
+            if args.no_hw_f16 {
+                options.matvec.hw_f16 = Some(false);
+            }
             BenchAdapter::open(a, args.wall, options)
         })?
     } else {

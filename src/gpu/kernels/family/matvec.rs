@@ -177,6 +177,13 @@ pub struct MatVecOptions {
     /// Unroll rows of several invocations where a kernel can (default `true`;
     /// [`MatVec::unroll`]): the same sums, bit for bit. `bench --no-unroll` sets it to compare.
     pub unroll: bool,
+    /// Where the kernels convert binary16 with the device's own instruction
+    /// ([`MatVec::hw_f16`]), on a device where the engine found it exact: `None` (the default)
+    /// F16 weights everywhere and the block formats' f16 scales too on GPUs (CPU adapters convert
+    /// a block's scales as fast with integer operations: lavapipe 0.82–1.27× over four pairs,
+    /// F16 1.00–1.24×); `Some(true)` every format; `Some(false)` none. The same weight values,
+    /// so the same sums, bit for bit.
+    pub hw_f16: Option<bool>,
 }
 
 impl Default for MatVecOptions {
@@ -186,6 +193,7 @@ impl Default for MatVecOptions {
             threads: None,
             subgroups: true,
             unroll: true,
+            hw_f16: None,
         }
     }
 }
@@ -208,18 +216,26 @@ pub struct MatVecPolicy {
     /// Whether rows of several invocations are unrolled where a kernel can
     /// ([`MatVecOptions::unroll`], [`KernelKey::with_unroll`]).
     pub unroll: bool,
+    /// Whether the kernels convert F16 weights with the device's `unpack2x16float`
+    /// ([`MatVecOptions::hw_f16`] on a device where it gives every f16 its exact value,
+    /// [`KernelKey::with_hw_f16`]).
+    pub hw_f16: bool,
+    /// Whether they convert the other formats' f16 scales with it too (on GPUs, by default).
+    pub hw_f16_scales: bool,
 }
 
 impl MatVecPolicy {
     /// The policy of `options` on a device that is a CPU adapter or not, has subgroups of
-    /// `subgroups` sizes (smallest, largest) or none, and takes at most `max_workgroup`
-    /// invocations per workgroup. Errors: threads per row or a rows shape the options name that
-    /// are no variant or too large for the device, as one line.
+    /// `subgroups` sizes (smallest, largest) or none, takes at most `max_workgroup`
+    /// invocations per workgroup, and converts every binary16 exactly with `unpack2x16float`
+    /// or not (`exact_f16`, as the engine probes it). Errors: threads per row or a rows shape the
+    /// options name that are no variant or too large for the device, as one line.
     pub fn new(
         options: &MatVecOptions,
         cpu: bool,
         subgroups: Option<(u32, u32)>,
         max_workgroup: u32,
+        exact_f16: bool,
     ) -> std::result::Result<MatVecPolicy, String> {
         let device = subgroups.filter(|(min, max)| min.is_power_of_two() && min <= max);
         let threads = match options.threads {
@@ -247,6 +263,8 @@ impl MatVecPolicy {
             threads,
             subgroups: device.filter(|_| options.subgroups),
             unroll: options.unroll,
+            hw_f16: exact_f16 && options.hw_f16 != Some(false),
+            hw_f16_scales: exact_f16 && options.hw_f16.unwrap_or(!cpu),
         })
     }
 
@@ -275,6 +293,16 @@ impl MatVecPolicy {
             .is_some_and(|(min, max)| min >= 4 && max <= shape.workgroup)
     }
 
+    /// Whether the kernels of `format` convert binary16 by the device ([`MatVecPolicy::hw_f16`]
+    /// for F16, [`MatVecPolicy::hw_f16_scales`] for the others).
+    pub fn hw_f16_for(&self, format: Format) -> bool {
+        if format == Format::F16 {
+            self.hw_f16
+        } else {
+            self.hw_f16_scales
+        }
+    }
+
     /// Whether the default mapping's rows are unrolled: [`MatVecPolicy::unroll`] and several
     /// invocations per row.
     pub fn unrolled(&self) -> bool {
@@ -289,6 +317,7 @@ impl MatVecPolicy {
             .with_subgroups(self.classic_subgroups())
             .with_x_lanes(self.x_lanes())
             .with_unroll(self.unroll)
+            .with_hw_f16(self.hw_f16_for(format))
     }
 }
 
@@ -352,6 +381,14 @@ pub struct MatVec {
     /// `x_lanes` are off, and the classic mapping's loop is never unrolled; bound of
     /// [`crate::ops::mul_mat_int_dot`]).
     pub precision: Precision,
+    /// binary16 (F16 weights, the block formats' f16 scales) converted by the device's
+    /// `unpack2x16float`, one instruction per value where the integer conversion every other
+    /// kernel composes takes about ten (`shaders/lib/half_unpack.wgsl`). Only for a format that
+    /// reads binary16 ([`reads_f16`]), and only where the engine found the device's conversion
+    /// exact ([`MatVecPolicy::hw_f16_for`]): the same values, so the same sums, bit for bit. Needs
+    /// naga's `SHADER_FLOAT16_IN_FLOAT32` (every Vulkan, Metal, DX12 and GL adapter but
+    /// llvmpipe without `shader-f16`).
+    pub hw_f16: bool,
 }
 
 impl MatVec {
@@ -369,6 +406,7 @@ impl MatVec {
             x_lanes: 1,
             unroll: 1,
             precision: Precision::Exact,
+            hw_f16: false,
         }
     }
 
@@ -450,6 +488,9 @@ impl MatVec {
         if self.x_lanes > 1 {
             write!(f, ".xl{}", self.x_lanes)?;
         }
+        if self.hw_f16 {
+            f.write_str(".hf")?;
+        }
         Ok(())
     }
 }
@@ -457,7 +498,8 @@ impl MatVec {
 /// `.c1.t32.u4.vx.sg` (classic) or `.c1.w128.r2.u2.vx.sg` (rows; `.c1.w64.r2.s2.u1.sg` with
 /// slots of 2 chunks): columns, invocations per row or per workgroup and rows (and chunks per
 /// slot), chunks per step, then what is on: vec4 x, four-word weight
-/// reads, the subgroup reduction, the precision if not `exact`, x shared by lanes.
+/// reads, the subgroup reduction, the precision if not `exact`, x shared by lanes, binary16
+/// converted by the device (`.hf`).
 impl std::fmt::Display for MatVec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.write(f, true)
@@ -637,6 +679,43 @@ impl KernelKey {
             None => false,
         }
     }
+
+    /// This matvec or matvec_id key with binary16 converted by the device's
+    /// `unpack2x16float` ([`MatVec::hw_f16`]) where `on` and the format reads binary16
+    /// ([`reads_f16`]; else unchanged).
+    pub const fn with_hw_f16(self, on: bool) -> KernelKey {
+        match self.matvec_variant() {
+            Some(v) => self.with_matvec(MatVec {
+                hw_f16: on && reads_f16(self.format),
+                ..v
+            }),
+            None => self,
+        }
+    }
+
+    /// Whether the kernel converts binary16 with `unpack2x16float` (naga's
+    /// `SHADER_FLOAT16_IN_FLOAT32`; [`MatVec::hw_f16`]).
+    pub const fn uses_unpack_f16(&self) -> bool {
+        match self.matvec_variant() {
+            Some(v) => v.hw_f16,
+            None => false,
+        }
+    }
+}
+
+/// Whether `format`'s decoder reads binary16 values (F16 itself, or the f16 scales of the block
+/// formats): every format with a shader but F32, BF16, F8_E4M3, MXFP4, NVFP4 and Q8_K.
+pub const fn reads_f16(format: Format) -> bool {
+    format.has_shader()
+        && !matches!(
+            format,
+            Format::F32
+                | Format::BF16
+                | Format::F8_E4M3
+                | Format::MXFP4
+                | Format::NVFP4
+                | Format::Q8_K
+        )
 }
 
 /// `key` and its variants: the weight read four words per load where the format can, and
@@ -689,7 +768,8 @@ fn push_rows(out: &mut Vec<KernelKey>, key: KernelKey) {
 /// mapping for every entry of [`MATVEC_THREADS`], scalar and vec4 x, F16 and BF16 weights read
 /// a word or four words per load, both row reductions, rolled and unrolled rows, x shared by 2,
 /// 4 and 8 lanes; the rows mapping in every shape and slot; the factored sums and the integer path of the
-/// formats that have them.
+/// formats that have them; and each of them again with binary16 converted by the device where
+/// the format reads it.
 pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
     let columns = (1..=MATVEC_MAX_BATCH).chain([MATMUL_CPU_COLUMNS]);
     let mut out = Vec::new();
@@ -738,7 +818,19 @@ pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
             }
         }
     }
-    out
+    with_hw_f16(out)
+}
+
+/// `keys` and, for a format that reads binary16, each of them converting it by the device
+/// ([`MatVec::hw_f16`]).
+pub(super) fn with_hw_f16(mut keys: Vec<KernelKey>) -> Vec<KernelKey> {
+    let hw: Vec<KernelKey> = keys
+        .iter()
+        .map(|k| k.with_hw_f16(true))
+        .filter(|k| k.uses_unpack_f16())
+        .collect();
+    keys.extend(hw);
+    keys
 }
 
 /// The WGSL of a matvec or matvec_id (`op`) kernel of `format` in variant `v`: the variant's constants (`B` columns, `T` invocations
@@ -749,7 +841,7 @@ pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
 /// mapping the row dot (`row_dot.wgsl` and `block_dot`), or on the integer path
 /// `matvec_q8.wgsl` alone.
 pub(in crate::gpu::kernels) fn source(format: Format, op: Op, v: &MatVec) -> Result<String> {
-    let module = compose::module(format, "")?;
+    let module = compose::module(format, "", v.hw_f16)?;
     let header = if v.rows > 0 {
         format!(
             "const B: u32 = {}u;\nconst WG: u32 = {}u;\nconst R: u32 = {}u;\nconst S: u32 = {}u;\nconst U: u32 = {}u;\n",
@@ -1028,8 +1120,8 @@ impl Plan {
     }
 
     /// The matvec kernel of `columns` columns of `format` on `mapping` summing in `precision`
-    /// where it can ([`KernelKey::with_precision`]), with this plan's reductions, shared x and
-    /// unrolling; `None` for a rows shape that is no variant at that many columns.
+    /// where it can ([`KernelKey::with_precision`]), with this plan's reductions, shared x,
+    /// unrolling and binary16 conversion; `None` for a rows shape that is no variant at that many columns.
     pub fn matvec_key(
         &self,
         format: Format,
@@ -1048,13 +1140,15 @@ impl Plan {
                     .with_subgroups(m.rows_subgroups(shape))
                     .with_precision(precision)
                     .with_unroll(m.unroll)
+                    .with_hw_f16(m.hw_f16_for(format))
             }
             Mapping::Classic => KernelKey::matvec(format, columns, m.threads, vec_x)
                 .with_vec_w(vec_w)
                 .with_subgroups(m.classic_subgroups())
                 .with_x_lanes(m.x_lanes())
                 .with_precision(precision)
-                .with_unroll(m.unroll),
+                .with_unroll(m.unroll)
+                .with_hw_f16(m.hw_f16_for(format)),
         })
     }
 }

@@ -22,7 +22,8 @@ impl KernelKey {
 }
 
 /// The matvec_id variants of `format`: every entry of [`MATVEC_THREADS`], scalar and vec4 x,
-/// and each one's readers, reductions and loops as matvec's classic mapping has them.
+/// and each one's readers, reductions and loops as matvec's classic mapping has them, each also
+/// converting binary16 by the device where the format reads it.
 pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
     let mut out = Vec::new();
     for t in MATVEC_THREADS {
@@ -30,7 +31,7 @@ pub(in crate::gpu::kernels) fn keys(format: Format) -> Vec<KernelKey> {
             push_matvec(&mut out, KernelKey::matvec_id(format, t, v));
         }
     }
-    out
+    super::matvec::with_hw_f16(out)
 }
 
 /// One `MUL_MAT_ID` to plan (see `MatVecIdJob`).

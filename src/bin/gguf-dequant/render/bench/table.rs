@@ -182,7 +182,7 @@ pub fn write_table(report: &BenchReport, out: &mut dyn Write) -> std::io::Result
              of its own per call: µs per dispatch, objects per call); variant = the kernels one call \
              ran (GpuEngine::kernels_for: family.TYPE, then columns, .t invocations per row or .w \
              per workgroup with .r rows, .u chunks per step, .vx vec4 x, .vw four-word weight \
-             reads, .sg subgroup reduction, .int/.fac precision, .xl lanes sharing x); \
+             reads, .sg subgroup reduction, .int/.fac precision, .xl lanes sharing x, .hf binary16 by the device's conversion); \
              matvec_id: one token, {} of {} experts of N / {} rows",
             report.runs,
             if report.kernels.iter().any(|r| r.one_weight) {
