@@ -17,7 +17,8 @@
 #   peer.txt         llama.cpp's test-backend-ops on the same GPU: matvec at 8192x65536 every format;
 #                    matvec n = 1 and 8 at 4096x14336 for the formats of the mv-big rows
 #   mv-big-*.json    matvec at 14336x4096 and 8192x65536 (weights well beyond L2), a few formats
-#   mv-rows-*.json   other rows shapes (64x4, 256x1, 32x2; slots 128x2s2, 64x2s4) on a few formats
+#   mv-rows-*.json   other rows shapes (64x4, 256x1, 32x2; slots 128x2s2, 64x2s4) on a few formats;
+#                    mv-rows-64x2s4-nohf.json the last with binary16 converted by integer operations
 #   mv-n248.json     matvec n = 2, 4, 8 on a few formats, rows 128x2 factored
 #   dequant.json     dequantisation to f32 and f16, 256 MiB of output per format (with the bench's
 #                    read and copy rooflines of the same device)
@@ -58,6 +59,13 @@
 #      slots are slower despite the instruction counts, the loss is in memory access (a subgroup's
 #      loads S chunks apart): keep slots of 2 for the k-quants only and take the next step in the
 #      decoders instead.
+#   8. binary16 by the device (written 2026-12-07, before any GPU ran it; isa.sh gives F16
+#      0.23-0.53x and the block formats 0.69-0.97x the instructions per weight): every row of the
+#      runs above carries `.hf` where the engine's probe found the GPU's conversion exact (if a row
+#      lacks it on a GPU, the probe failed there: log it as a finding). mv-rows-64x2s4-nohf.json is
+#      mv-rows-64x2s4.json with the integer conversion; where it is >= 1.05x faster for a block
+#      format, the scales' default (`MatVecPolicy::hw_f16_scales`) goes off for that vendor; F16
+#      slower with `.hf` means the conversion is not the limit there (read ratio_to_copy).
 #
 #   bash scripts/gpu/suite.sh OUTDIR [SECONDS]
 set -uo pipefail
@@ -162,6 +170,8 @@ for shape in 64x4 256x1 32x2 128x2s2 64x2s4; do
     step mv-rows-$shape 15 "$log" "${bench[@]}" "${few[@]}" --shape "$mv_shape" --batch "$n" --variant rows:$shape \
         --json "$out/mv-rows-$shape.json"
 done
+step mv-rows-64x2s4-nohf 15 "$log" "${bench[@]}" "${few[@]}" --shape "$mv_shape" --batch "$n" --variant rows:64x2s4 \
+    --no-hw-f16 --json "$out/mv-rows-64x2s4-nohf.json"
 step mv-n248 20 "$log" "${bench[@]}" "${few[@]}" --shape "$mv_shape" --batch 2,4,8 --variant rows:128x2 \
     --precision factored --json "$out/mv-n248.json"
 step dequant 45 "$log" "${bench[@]}" --types "$all" --dtype both --mib "$mib" --json "$out/dequant.json"

@@ -21,7 +21,9 @@
 // sit behind the loop-bounding check wgpu adds to every loop, and nothing would be shared). The
 // invocation reads a slot's x once per column (slot_x, composed with slot_chunks) and uses it
 // for the R rows (classic matvec.wgsl reads it once per row), and decodes the R rows' chunks of
-// U slots before it sums any, so their loads are in flight together. slot_dot adds a slot's
+// U slots before it sums any, so their loads are in flight together: rows_step_u (U slots) and
+// rows_step_1 (one), written out per variant by family/matvec.rs, for the reason slot_chunks is
+// (looped, navi31 took 5.7 instructions per F16 weight; written out, as with no bounding, 2.1). slot_dot adds a slot's
 // chunks to a sum: one by one in chunk order (chunk_dot), or for int8 slots of several chunks
 // as llama.cpp's mmvq, one integer sum per group of chunks sharing d and m and the min term
 // from the quantiser's Σq. The
@@ -39,8 +41,6 @@
 
 // Sums per invocation: row r, column b at index r * B + b.
 const RB: u32 = R * B;
-// Slots of the U slots of every row decoded per unrolled step.
-const RU: u32 = R * U;
 
 @compute @workgroup_size(WG)
 fn matvec(
@@ -68,35 +68,11 @@ fn matvec(
     if (U > 1u) {
         // U slots of each of the R rows decoded per step before any is summed.
         for (; q + (U - 1u) * WG < slots; q += U * WG) {
-            var v: array<array<Chunk, S>, RU>;
-            for (var u = 0u; u < U; u++) {
-                for (var r = 0u; r < R; r++) {
-                    v[u * R + r] = slot_chunks(base[r], q + u * WG);
-                }
-            }
-            for (var u = 0u; u < U; u++) {
-                let at = params.x_skip + 8u * S * (q + u * WG);
-                for (var b = 0u; b < B; b++) {
-                    let xs = slot_x(at + b * k);
-                    for (var r = 0u; r < R; r++) {
-                        acc[r * B + b] = slot_dot(acc[r * B + b], v[u * R + r], xs);
-                    }
-                }
-            }
+            rows_step_u(&acc, base, q, k);
         }
     }
     for (; q < slots; q += WG) {
-        var v: array<array<Chunk, S>, R>;
-        for (var r = 0u; r < R; r++) {
-            v[r] = slot_chunks(base[r], q);
-        }
-        let at = params.x_skip + 8u * S * q;
-        for (var b = 0u; b < B; b++) {
-            let xs = slot_x(at + b * k);
-            for (var r = 0u; r < R; r++) {
-                acc[r * B + b] = slot_dot(acc[r * B + b], v[r], xs);
-            }
-        }
+        rows_step_1(&acc, base, q, k);
     }
     // The chunks past the whole slots, one per invocation from the one whose slot is next.
     let c = S * slots + (lid + WG - slots % WG) % WG;

@@ -893,10 +893,12 @@ pub(in crate::gpu::kernels) fn source(format: Format, op: Op, v: &MatVec) -> Res
             _ => (kernel_file!("chunk_exact"), format!("{x_f32}{x8}")),
         };
         return Ok(format!(
-            "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{}\n{}\n{io}\n{x8}\n{reduce}\n{}",
+            "{header}{grids}{module}\n{one_value8}\n{}\n{chunks}\n{}\n{}\n{}\n{}\n{io}\n{x8}\n{reduce}\n{}",
             kernel_file!("rows"),
             slot_chunks(v.slot),
             slot_dot(v.precision, v.slot),
+            rows_step("rows_step_u", v, v.unroll),
+            rows_step("rows_step_1", v, 1),
             kernel_file!("matvec_rows")
         ));
     }
@@ -937,6 +939,35 @@ fn slot_chunks(slot: u32) -> String {
         )
     };
     format!("// The chunks S q .. S q + S of the row at byte `row_base` (slot q).\nfn slot_chunks(row_base: u32, q: u32) -> array<Chunk, S> {{\n{body}}}\n")
+}
+
+/// `rows_step_u` and `rows_step_1` of the rows mapping (`matvec_rows.wgsl`): one step of its
+/// loop over slots, `u` (the variant's U, or 1) slots of each of the R rows from slot q (q,
+/// q + WG, ...) decoded before any is summed, then per slot and column its x read once and
+/// added to the R rows' sums, in the order of loops over the slots, the columns and the rows.
+/// Written out per variant, as [`slot_chunks`]: looped, each of these loops sat behind wgpu's
+/// loop-bounding check, which kept AMD's compiler from unrolling them (navi31, F16 at rows 64x2
+/// with slots of 4: 5.7 instructions per weight looped, 2.1 with no bounding at all).
+fn rows_step(name: &str, v: &MatVec, u: u32) -> String {
+    let mut s = format!(
+        "fn {name}(acc: ptr<function, array<f32, RB>>, base: array<u32, R>, q: u32, k: u32) {{\n"
+    );
+    for i in 0..u {
+        for r in 0..v.rows {
+            s += &format!("    let v{i}_{r} = slot_chunks(base[{r}], q + {i}u * WG);\n");
+        }
+    }
+    for i in 0..u {
+        s += &format!("    let at{i} = params.x_skip + 8u * S * (q + {i}u * WG);\n");
+        for b in 0..v.columns {
+            s += &format!("    let xs{i}_{b} = slot_x(at{i} + {b}u * k);\n");
+            for r in 0..v.rows {
+                let j = r * v.columns + b;
+                s += &format!("    (*acc)[{j}] = slot_dot((*acc)[{j}], v{i}_{r}, xs{i}_{b});\n");
+            }
+        }
+    }
+    s + "}\n"
 }
 
 /// `slot_x` and `slot_dot` of the rows mapping (`matvec_rows.wgsl`), written out as
