@@ -2,7 +2,7 @@
 // per value, where half.wgsl takes about ten). Composed in half.wgsl's place by the matvec
 // kernels' `hw_f16` variant only (src/gpu/kernels/family/matvec.rs), which an engine picks on a
 // device whose conversion it probed to give every f16 but NaN its exact f32 value, subnormals
-// included, and NaN for NaN (src/gpu/device.rs, `probe_f16`). A NaN's payload may differ from
+// included, and NaN for NaN (src/gpu/device.rs, `exact_f16`). A NaN's payload may differ from
 // half.wgsl's: sums do not see it, so no bit-exact decoder (get_rows, dequant) composes this.
 // Needs naga's SHADER_FLOAT16_IN_FLOAT32 (wgpu's downlevel flag SHADER_F16_IN_F32).
 

@@ -246,24 +246,49 @@ pub(crate) fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, w
     })
 }
 
-/// The probe of [`exact_f16`]: word i of the output holds `unpack2x16float` of codes 2i and 2i + 1.
-const F16_PROBE: &str = "@group(0) @binding(0) var<storage, read_write> out: array<vec2<u32>>;
+/// The probe of [`exact_f16`]: each invocation converts two codes with `unpack2x16float` and with
+/// the decoders' integer conversion (`shaders/lib/half.wgsl`, bit-exact with the CPU on every
+/// adapter the tests run) and counts the codes where they differ (NaN against NaN is no
+/// difference), so the probe needs 4 bytes of memory whatever the device's limits.
+const F16_PROBE: &str = concat!(
+    "@group(0) @binding(0) var<storage, read_write> mismatches: atomic<u32>;\n",
+    "const EXP_MASK_F32: u32 = 0x7F800000u;\n",
+    "const MANT_MASK_F32: u32 = 0x007FFFFFu;\n",
+    include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/shaders/lib/half.wgsl"
+    )),
+    "
+fn is_nan(b: u32) -> bool {
+    return (b & EXP_MASK_F32) == EXP_MASK_F32 && (b & MANT_MASK_F32) != 0u;
+}
+
+fn differs(got: u32, want: u32) -> bool {
+    return got != want && !(is_nan(got) && is_nan(want));
+}
 
 @compute @workgroup_size(64)
 fn probe(@builtin(global_invocation_id) id: vec3<u32>) {
     let i = id.x;
     if (i < 32768u) {
-        out[i] = bitcast<vec2<u32>>(unpack2x16float((2u * i) | ((2u * i + 1u) << 16u)));
+        let w = (2u * i) | ((2u * i + 1u) << 16u);
+        let got = bitcast<vec2<u32>>(unpack2x16float(w));
+        let want = f16x2_bits(w);
+        let n = u32(differs(got.x, want.x)) + u32(differs(got.y, want.y));
+        if (n > 0u) {
+            atomicAdd(&mismatches, n);
+        }
     }
 }
-";
+"
+);
 
 /// Whether `device`'s own binary16 conversion (WGSL `unpack2x16float`) gives every f16 but NaN
 /// the f32 the integer conversion gives (subnormals included, where a device may flush them)
 /// and NaN for NaN: the condition of the matvec kernels' `hw_f16` variant. All 65536 codes are
-/// converted on the device and compared with [`crate::formats::common::f16_bits`]. `Ok(false)`
-/// where the device cannot compile the probe (no `unpack2x16float`: wgpu's downlevel flag
-/// `SHADER_F16_IN_F32`); errors: the device failing to run it (lost, out of memory).
+/// converted on the device both ways ([`F16_PROBE`]). `Ok(false)` where the device cannot
+/// compile it (no `unpack2x16float`: wgpu's downlevel flag `SHADER_F16_IN_F32`); errors: the
+/// device failing to run it (lost, out of memory).
 pub(crate) fn exact_f16(
     device: &wgpu::Device,
     queue: &wgpu::Queue,
@@ -287,8 +312,7 @@ pub(crate) fn exact_f16(
     let Ok(pipeline) = compiled else {
         return Ok(false);
     };
-    let size = 65536 * 4;
-    let (output, readback) = buffers::output_and_readback(device, "f16 probe", size)?;
+    let (output, readback) = buffers::output_and_readback(device, "f16 probe", 4)?;
     let bind = scoped(device, "the f16 probe's bindings", || {
         device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("gguf-dequant f16 probe"),
@@ -306,19 +330,11 @@ pub(crate) fn exact_f16(
         pass.set_bind_group(0, &bind, &[]);
         pass.dispatch_workgroups(32768 / 64, 1, 1);
     }
-    encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, size);
+    encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, 4);
     let index = buffers::submit(device, queue, "the f16 conversion probe", encoder)?;
-    let mut bytes = vec![0u8; size as usize];
-    buffers::read_into(device, &readback, index, timeout, &mut bytes)?;
-    Ok(bytes.chunks_exact(4).enumerate().all(|(code, b)| {
-        let got = f32::from_bits(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-        let want = crate::formats::common::f16_bits(code as u16);
-        if want.is_nan() {
-            got.is_nan()
-        } else {
-            got.to_bits() == want.to_bits()
-        }
-    }))
+    let mut count = [0u8; 4];
+    buffers::read_into(device, &readback, index, timeout, &mut count)?;
+    Ok(u32::from_le_bytes(count) == 0)
 }
 
 /// What the device callbacks recorded, checked after every engine call.
