@@ -6,15 +6,16 @@ const BLOCK_ELEMS: u32 = 32u;
 const BLOCK_BYTES: u32 = 18u;
 const IQ4_NL_D: u32 = 0u;    // f16 scale
 const IQ4_NL_QS: u32 = 2u;   // 16 bytes: low nibbles y[0..16], high nibbles y[16..32]
+const KVALUES: vec4<u32> = KVALUES_IQ4NL; // the codes' table (lib/lookup.wgsl)
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let d = f16_le(base + IQ4_NL_D);
     let at = base + IQ4_NL_QS + 8u * (part & 1u);
     let sh = 4u * (part >> 1u);
     let q = (load_u32x2(at) >> vec2<u32>(sh)) & vec2<u32>(0x0F0F0F0Fu);
-    let lo = table4(KVALUES_IQ4NL, bytes4(q.x));
-    let hi = table4(KVALUES_IQ4NL, bytes4(q.y));
-    return bits8(d * vec4<f32>(lo), d * vec4<f32>(hi));
+    let lo = lookup4_f32(bytes4(q.x));
+    let hi = lookup4_f32(bytes4(q.y));
+    return bits8(d * lo, d * hi);
 }
 
 // The integer path (kernels/matvec_q8.wgsl): part p as int8 codes q and f32 d, its values
@@ -27,7 +28,7 @@ fn qpart8(base: u32, part: u32) -> vec4<u32> {
     let at = base + IQ4_NL_QS + 8u * (part & 1u);
     let sh = 4u * (part >> 1u);
     let q = (load_u32x2(at) >> vec2<u32>(sh)) & vec2<u32>(0x0F0F0F0Fu);
-    let lo = pack_i8(table4(KVALUES_IQ4NL, bytes4(q.x)));
-    let hi = pack_i8(table4(KVALUES_IQ4NL, bytes4(q.y)));
+    let lo = lookup4_i8(bytes4(q.x));
+    let hi = lookup4_i8(bytes4(q.y));
     return qpart(lo, hi, f16_le(base + IQ4_NL_D), 0.0);
 }

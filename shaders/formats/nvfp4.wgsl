@@ -8,13 +8,14 @@ const BLOCK_ELEMS: u32 = 64u;
 const BLOCK_BYTES: u32 = 36u;
 const NVFP4_D: u32 = 0u;    // 4 UE4M3 sub-block scales
 const NVFP4_QS: u32 = 4u;   // 32 bytes of E2M1 codes, 8 per 16-value sub-block
+const KVALUES: vec4<u32> = KVALUES_FP4; // the codes' table (lib/lookup.wgsl)
 
 fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let s = part >> 1u;
     let dd = ue4m3_half(load_u8(base + NVFP4_D + s));
     let at = base + NVFP4_QS + 8u * s;
     let sh = 4u * (part & 1u);
-    let lo = table4(KVALUES_FP4, bytes4((load_word(at) >> sh) & 0x0F0F0F0Fu));
-    let hi = table4(KVALUES_FP4, bytes4((load_word(at + 4u) >> sh) & 0x0F0F0F0Fu));
-    return bits8(vec4<f32>(lo) * dd, vec4<f32>(hi) * dd);
+    let lo = lookup4_f32(bytes4((load_word(at) >> sh) & 0x0F0F0F0Fu));
+    let hi = lookup4_f32(bytes4((load_word(at + 4u) >> sh) & 0x0F0F0F0Fu));
+    return bits8(lo * dd, hi * dd);
 }

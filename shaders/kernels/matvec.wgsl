@@ -23,6 +23,10 @@
 // NaN and infinity propagate: lanes outside a row are masked with select, never multiplied by
 // zero.
 //
+// With T > 1 (GPUs) a format's 16-entry code table (IQ4_NL, IQ4_XS, NVFP4) is read from
+// workgroup memory (lib/lookup_wg.wgsl, filled by w_lookup_begin first); with T = 1 from its
+// vec4<u32> constant (lib/lookup.wgsl, where w_lookup_begin does nothing).
+//
 // The grid may be folded to 2-D (more workgroups than fit one dimension): group = wid.y * nwg.x
 // + wid.x; surplus workgroups of the last row return at once. For MUL_MAT_ID, wid.z is the
 // (token, slot) pair counted from params.pair_first. Params and the w and y bindings:
@@ -39,6 +43,7 @@ fn matvec(
 ) {
     let lid = lane_index(lane);
     x_begin(lane);
+    w_lookup_begin(lid);
     let group = wid.y * nwg.x + wid.x;
     if (group * R >= params.n_rows) {
         return; // uniform per workgroup
@@ -65,6 +70,7 @@ fn matvec_id(
 ) {
     let lid = lane_index(lane);
     x_begin(lane);
+    w_lookup_begin(lid);
     let group = wid.y * nwg.x + wid.x;
     if (group * R >= params.n_rows) {
         return; // uniform per workgroup

@@ -34,6 +34,9 @@
 // for bit from run to run on one adapter; a row's sums do not depend on R (the same chunks, the
 // same invocations, the same order), which the tests check.
 //
+// A format with a 16-entry code table (IQ4_NL, IQ4_XS, NVFP4) reads it from workgroup memory
+// here (lib/lookup_wg.wgsl, filled by w_lookup_begin before anything else).
+//
 // Rows past the last read the last row (their sums are never written), so every invocation runs
 // the same loops and reaches the reduction's barriers. The grid may be folded to 2-D: group =
 // wid.y * nwg.x + wid.x; surplus workgroups return at once (uniformly). Params and the w and y
@@ -49,6 +52,8 @@ fn matvec(
     lane: Lane,
 ) {
     let lid = lane_index(lane);
+    // The format's 16-entry table into workgroup memory (lookup_wg.wgsl; a no-op without one).
+    w_lookup_begin(lid);
     let group = wid.y * nwg.x + wid.x;
     let row0 = group * R;
     if (row0 >= params.n_rows) {

@@ -72,36 +72,62 @@ const GRIDS_DECL: &str = "@group(0) @binding(3) var<storage, read> grids: array<
 /// `format`'s decoder with every module-scope name prefixed, reading the caller's bindings (see
 /// the module docs). Errors: a format without a shader, or names that are not identifiers.
 pub fn decode_module(format: Format, names: &DecodeNames<'_>) -> Result<String> {
-    decode_prefixed(format, "", names, false)
+    decode_prefixed(format, "", names, Swaps::default())
 }
 
-/// The binary16 conversion every decoder composes (`shaders/lib/half.wgsl`, integer operations),
-/// as the composed source holds it.
-const HALF: &str = concat!(
-    "// ---- shaders/lib/half.wgsl ----\n",
-    include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/shaders/lib/half.wgsl"
-    ))
-);
-/// The same functions through the device's `unpack2x16float` (`shaders/lib/half_unpack.wgsl`).
-const HALF_UNPACK: &str = concat!(
-    "// ---- shaders/lib/half_unpack.wgsl ----\n",
-    include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/shaders/lib/half_unpack.wgsl"
-    ))
-);
+/// `shaders/lib/<name>.wgsl` as a composed source holds it (after its `// ---- ... ----` line).
+macro_rules! composed_lib {
+    ($name:literal) => {
+        concat!(
+            "// ---- shaders/lib/",
+            $name,
+            ".wgsl ----\n",
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/shaders/lib/",
+                $name,
+                ".wgsl"
+            ))
+        )
+    };
+}
 
-/// [`decode_module`] of the decoder followed by `extra` WGSL (an output packer), renamed together;
-/// with `unpack_f16`, binary16 converted by the device's `unpack2x16float` (`half_unpack.wgsl` in
-/// `half.wgsl`'s place: exact only where the device was probed so, and NaN payloads may differ,
-/// so for summing kernels alone).
+/// The binary16 conversion every decoder composes (`shaders/lib/half.wgsl`, integer operations).
+const HALF: &str = composed_lib!("half");
+/// The same functions through the device's `unpack2x16float` (`shaders/lib/half_unpack.wgsl`).
+const HALF_UNPACK: &str = composed_lib!("half_unpack");
+/// The 16-entry table lookups of IQ4_NL, IQ4_XS and NVFP4 (`shaders/lib/lookup.wgsl`: from the
+/// `vec4<u32>` constant).
+const LOOKUP: &str = composed_lib!("lookup");
+/// The same lookups from workgroup memory (`shaders/lib/lookup_wg.wgsl`).
+const LOOKUP_WG: &str = composed_lib!("lookup_wg");
+
+/// Whether `format`'s decoder looks its codes up in a 16-entry table (`shaders/lib/lookup.wgsl`:
+/// IQ4_NL, IQ4_XS, NVFP4), and so declares `lookup_begin`.
+pub(crate) fn uses_lookup(format: Format) -> bool {
+    wgsl_decode_source(format).is_some_and(|s| s.contains(LOOKUP))
+}
+
+/// Which of the decoders' shared pieces a summing kernel swaps for another that gives the same
+/// values ([`decode_prefixed`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Swaps {
+    /// binary16 converted by the device's `unpack2x16float` (`half_unpack.wgsl` in `half.wgsl`'s
+    /// place: exact only where the device was probed so, and NaN payloads may differ, so for
+    /// summing kernels alone).
+    pub unpack_f16: bool,
+    /// The 16-entry tables read from workgroup memory (`lookup_wg.wgsl` in `lookup.wgsl`'s
+    /// place): the kernel must call `lookup_begin` first, in uniform control flow.
+    pub lookup_wg: bool,
+}
+
+/// [`decode_module`] of the decoder followed by `extra` WGSL (an output packer), renamed
+/// together, with the shared pieces `swaps` names swapped.
 pub(crate) fn decode_prefixed(
     format: Format,
     extra: &str,
     names: &DecodeNames<'_>,
-    unpack_f16: bool,
+    swaps: Swaps,
 ) -> Result<String> {
     let src = wgsl_decode_source(format).ok_or_else(|| {
         GpuError::InvalidJob(format!("{format} has no shader (it is decoded on the CPU)"))
@@ -110,11 +136,13 @@ pub(crate) fn decode_prefixed(
         src.contains(HALF),
         "{format}: every decoder composes half.wgsl"
     );
-    let src = if unpack_f16 {
-        src.replace(HALF, HALF_UNPACK)
-    } else {
-        src.to_string()
-    };
+    let mut src = src.to_string();
+    if swaps.unpack_f16 {
+        src = src.replace(HALF, HALF_UNPACK);
+    }
+    if swaps.lookup_wg {
+        src = src.replace(LOOKUP, LOOKUP_WG);
+    }
     for (what, name, prefix) in [
         ("prefix", names.prefix, true),
         ("blocks binding", names.blocks, false),

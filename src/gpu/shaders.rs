@@ -153,7 +153,8 @@ macro_rules! sources {
         /// block's last byte, which the resident buffers' 4-byte padding provides. Avoid the names the
         /// source declares: its functions (`load_u8`, `load_u32`, `f16_le`, `dequant8`, ...) and
         /// constants (`BLOCK_ELEMS`, `BLOCK_BYTES`, names prefixed with the format, `EXP_MASK_F32`,
-        /// `MANT_MASK_F32`, the `KVALUES_*` tables). Offsets are u32: bind at most 4 GiB.
+        /// `MANT_MASK_F32`, the `KVALUES_*` tables, and for IQ4_NL, IQ4_XS and NVFP4
+        /// `KVALUES`, `lookup4_f32`, `lookup4_i8`, `lookup_begin`). Offsets are u32: bind at most 4 GiB.
         ///
         /// The i-quants with grids (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) also declare
         /// `@group(0) @binding(3) var<storage, read> grids: array<u32>;`: bind a read-only storage buffer

@@ -10,8 +10,9 @@
 //! Why a storage buffer: a large `const` array indexed at run time is copied by naga into
 //! per-invocation memory, and copying up to 4096 words into workgroup memory for every 512-value
 //! workgroup costs more than the lookups it saves (`benches/gpu_tables.rs` measures the three
-//! placements). `ksigns_iq2xs` needs no table (a popcount) and the 16-entry `kvalues` stay
-//! `vec4<u32>` constants.
+//! placements). `ksigns_iq2xs` needs no table (a popcount) and the 16-entry `kvalues` are
+//! `vec4<u32>` constants, which the GPU-shaped matvec variants copy into workgroup memory once
+//! per workgroup (`shaders/lib/lookup_wg.wgsl`, [`crate::gpu::kernels::MatVec::lookup_wg`]).
 
 use crate::formats::tables;
 

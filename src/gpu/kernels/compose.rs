@@ -7,7 +7,7 @@
 
 use super::family::{get_rows, matmul, matvec, matvec_id};
 use super::{binding, Op, Precision, StorageBinding, GET_ROWS_VALUES, WORKGROUP_SIZE};
-use crate::gpu::decode::{decode_prefixed, DecodeNames};
+use crate::gpu::decode::{decode_prefixed, DecodeNames, Swaps};
 use crate::{Format, Result};
 
 /// One compiled kernel: the weight's format and the kernel's family with its variant there.
@@ -170,15 +170,16 @@ pub fn kernel_source(key: &KernelKey) -> Result<String> {
 }
 
 /// The decode module of `format` with the kernels' names (prefix `w_`, blocks in `w`,
-/// grids in `grids`) and `packer` (get_rows' output packer) composed in; with `unpack_f16`,
-/// binary16 converted by the device's `unpack2x16float` ([`matvec::MatVec::hw_f16`]).
-pub(super) fn module(format: Format, packer: &str, unpack_f16: bool) -> Result<String> {
+/// grids in `grids`) and `packer` (get_rows' output packer) composed in, with the shared pieces
+/// `swaps` names swapped (the matvec kernels': binary16 by the device's `unpack2x16float`,
+/// [`matvec::MatVec::hw_f16`]; tables in workgroup memory on the rows mapping).
+pub(super) fn module(format: Format, packer: &str, swaps: Swaps) -> Result<String> {
     let names = DecodeNames {
         prefix: "w_",
         blocks: "w",
         grids: "grids",
     };
-    decode_prefixed(format, packer, &names, unpack_f16)
+    decode_prefixed(format, packer, &names, swaps)
 }
 
 /// The grids binding's declaration where `format` reads the grids, else nothing.
@@ -200,7 +201,7 @@ pub(super) fn plain_source(format: Format, op: Op, packer: &str) -> Result<Strin
     Ok(format!(
         "{}{}\n{}\n{}\n\n\n\n\n{}\n",
         grids(format),
-        module(format, packer, false)?,
+        module(format, packer, Swaps::default())?,
         one_value8(false),
         kernel_file!("rows"),
         op.wgsl()
@@ -399,6 +400,42 @@ mod tests {
         assert!(!s.contains("unpack2x16float(") && s.contains("firstLeadingBit(a)"));
         let id = KernelKey::matvec_id(Format::Q4_K, 32, true).with_hw_f16(true);
         assert!(id.uses_unpack_f16() && kernel_source(&id).unwrap().contains("unpack2x16float("));
+    }
+
+    /// The formats with a 16-entry code table look it up through `lookup.wgsl`; the GPU-shaped
+    /// matvec variants (rows mapping, several invocations per row) read it from workgroup
+    /// memory, the others and every bit-exact kernel from the constant; every matvec entry point
+    /// can call `w_lookup_begin`.
+    #[test]
+    fn lookup_tables_in_workgroup_memory_on_gpu_variants() {
+        let tabled = [Format::IQ4_NL, Format::IQ4_XS, Format::NVFP4];
+        for &f in crate::formats::WITH_SHADER {
+            assert_eq!(
+                crate::gpu::decode::uses_lookup(f),
+                tabled.contains(&f),
+                "{f}"
+            );
+            let rows = KernelKey::matvec_rows(f, 1, 64, 2, false).unwrap();
+            for (key, wg) in [
+                (rows, true),
+                (rows.with_precision(Precision::Int8), true),
+                (KernelKey::matvec(f, 2, 32, false), true),
+                (KernelKey::matvec_id(f, 64, false), true),
+                (KernelKey::matvec(f, 1, 1, true), false),
+                (KernelKey::matvec_id(f, 1, false), false),
+            ] {
+                assert_eq!(key.matvec_variant().unwrap().lookup_wg(), wg, "{key}");
+                let s = kernel_source(&key).unwrap();
+                assert!(s.contains("fn w_lookup_begin("), "{key}");
+                assert_eq!(
+                    s.contains("var<workgroup> w_lookup_i8"),
+                    wg && tabled.contains(&f),
+                    "{key}"
+                );
+            }
+            let s = kernel_source(&KernelKey::get_rows(f, DType::F32)).unwrap();
+            assert!(!s.contains("var<workgroup> w_lookup"), "{f}");
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use super::super::{
     MATVEC_MAX_BATCH, WORKGROUP_SIZE,
 };
 use super::matmul;
+use crate::gpu::decode::{uses_lookup, Swaps};
 use crate::gpu::{windows, GpuError};
 use crate::{Format, Result};
 
@@ -452,6 +453,16 @@ impl MatVec {
     pub const fn uses_subgroups(&self) -> bool {
         self.subgroups || self.x_lanes > 1
     }
+    /// Whether the kernel reads a format's 16-entry table (IQ4_NL, IQ4_XS, NVFP4) from
+    /// workgroup memory, filled once per workgroup (`shaders/lib/lookup_wg.wgsl`), rather than
+    /// from a `vec4<u32>` constant: the GPU-shaped variants, the rows mapping and several
+    /// invocations per row. The same values, so the same sums. AMD's compiler (navi31) takes
+    /// 16.5 instructions per IQ4_XS weight with the constant and 8.0 with the table, on the best
+    /// rows variant; CPU adapters (one invocation per row) keep the constant, which their SIMD
+    /// lanes read as one vector select where they would load workgroup memory lane by lane.
+    pub const fn lookup_wg(&self) -> bool {
+        self.rows > 0 || self.threads > 1
+    }
 }
 
 impl MatVec {
@@ -841,7 +852,17 @@ pub(super) fn with_hw_f16(mut keys: Vec<KernelKey>) -> Vec<KernelKey> {
 /// mapping the row dot (`row_dot.wgsl` and `block_dot`), or on the integer path
 /// `matvec_q8.wgsl` alone.
 pub(in crate::gpu::kernels) fn source(format: Format, op: Op, v: &MatVec) -> Result<String> {
-    let module = compose::module(format, "", v.hw_f16)?;
+    // The GPU-shaped variants (the rows mapping, several invocations per row) read the 16-entry
+    // tables from workgroup memory ([`MatVec::lookup_wg`]). Every entry point calls
+    // `w_lookup_begin` first, which a decoder without tables does not declare.
+    let swaps = Swaps {
+        unpack_f16: v.hw_f16,
+        lookup_wg: v.lookup_wg(),
+    };
+    let mut module = compose::module(format, "", swaps)?;
+    if !uses_lookup(format) {
+        module += "\nfn w_lookup_begin(i: u32) {}\n";
+    }
     let header = if v.rows > 0 {
         format!(
             "const B: u32 = {}u;\nconst WG: u32 = {}u;\nconst R: u32 = {}u;\nconst S: u32 = {}u;\nconst U: u32 = {}u;\n",
