@@ -12,9 +12,8 @@ const BLOCK_BYTES: u32 = 56u;
 const IQ1_M_QS: u32 = 0u;       // [32]: low 8 bits of the 11-bit grid indices
 const IQ1_M_QH: u32 = 32u;      // [16]: one nibble per group: 3 index bits, delta sign (bit 3)
 const IQ1_M_SCALES: u32 = 48u;  // 4 x u16 LE: 3-bit scales in bits 0..12, f16 scale nibbles above
-const IQ1M_DELTA: f32 = 0.125;
 
-fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+fn delta_part(base: u32, part: u32) -> DeltaPart {
     let ib = part >> 2u;
     let l = part & 3u;
     let sc = base + IQ1_M_SCALES;
@@ -25,7 +24,9 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let dl = d * f32(2u * ((w >> (3u * (l >> 1u))) & 7u) + 1u);
     let hb = load_u8(base + IQ1_M_QH + (part >> 1u)) >> (4u * (l & 1u));   // qh[2 * ib + l / 2]
     let idx = load_u8(base + IQ1_M_QS + part) | ((hb & 7u) << 8u);
-    let delta = select(IQ1M_DELTA, -IQ1M_DELTA, (hb & 8u) != 0u);
-    let g = grid64(IQ1S_GRID_AT, idx);
-    return bits8(dl * (vec4<f32>(sbytes4(g.x)) + delta), dl * (vec4<f32>(sbytes4(g.y)) + delta));
+    return DeltaPart(dl, grid64(IQ1S_GRID_AT, idx), (hb & 8u) != 0u);
 }
+
+// dequant8 and the integer path's qpart8 (QPART8_MIN false) read this part: lib/delta_parts.wgsl.
+// Consecutive parts sharing qpart8's d and m, from a multiple of it (one scale per 16 values).
+const QPART8_GROUP: u32 = 2u;

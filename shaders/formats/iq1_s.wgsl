@@ -12,16 +12,17 @@ const BLOCK_BYTES: u32 = 50u;
 const IQ1_S_D: u32 = 0u;    // f16 super-scale
 const IQ1_S_QS: u32 = 2u;   // [32]: low 8 bits of the 11-bit grid indices
 const IQ1_S_QH: u32 = 34u;  // u16[8] LE: four 3-bit index extensions, 3-bit scale, delta sign
-const IQ1S_DELTA: f32 = 0.125;
 
-fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+fn delta_part(base: u32, part: u32) -> DeltaPart {
     let ib = part >> 2u;
     let l = part & 3u;
     let h = load_u16(base + IQ1_S_QH + 2u * ib);
     let d = f16_le(base + IQ1_S_D);
     let dl = d * f32(2u * ((h >> 12u) & 7u) + 1u);
-    let delta = select(IQ1S_DELTA, -IQ1S_DELTA, (h & 0x8000u) != 0u);
     let idx = load_u8(base + IQ1_S_QS + part) | (((h >> (3u * l)) & 7u) << 8u);
-    let g = grid64(IQ1S_GRID_AT, idx);
-    return bits8(dl * (vec4<f32>(sbytes4(g.x)) + delta), dl * (vec4<f32>(sbytes4(g.y)) + delta));
+    return DeltaPart(dl, grid64(IQ1S_GRID_AT, idx), (h & 0x8000u) != 0u);
 }
+
+// dequant8 and the integer path's qpart8 (QPART8_MIN false) read this part: lib/delta_parts.wgsl.
+// Consecutive parts sharing qpart8's d and m, from a multiple of it (one scale per 32 values).
+const QPART8_GROUP: u32 = 4u;

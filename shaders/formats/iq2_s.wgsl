@@ -13,7 +13,7 @@ const IQ2_S_SIGNS: u32 = 34u;   // [32]: explicit 8-bit sign masks
 const IQ2_S_QH: u32 = 66u;      // [8]: high 2 bits of the indices, one byte per sub-block
 const IQ2_S_SCALES: u32 = 74u;  // [8]: two 4-bit scales per sub-block
 
-fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+fn grid_part(base: u32, part: u32) -> GridPart {
     let ib = part >> 2u;
     let l = part & 3u;
     let qh = load_u8(base + IQ2_S_QH + ib);
@@ -21,5 +21,9 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let nib = (load_u8(base + IQ2_S_SCALES + ib) >> (4u * (l >> 1u))) & 0xFu;
     let d = f16_le(base + IQ2_S_D);
     let db = (d * (0.5 + f32(nib))) * 0.25;
-    return grid_signed8(db, grid64(IQ2S_GRID_AT, idx), load_u8(base + IQ2_S_SIGNS + part));
+    return GridPart(db, grid64(IQ2S_GRID_AT, idx), load_u8(base + IQ2_S_SIGNS + part));
 }
+
+// dequant8 and the integer path's qpart8 (QPART8_MIN false) read this part: lib/grid_parts.wgsl.
+// Consecutive parts sharing qpart8's d and m, from a multiple of it (one scale per 16 values).
+const QPART8_GROUP: u32 = 2u;

@@ -11,7 +11,7 @@ const IQ2_XS_D: u32 = 0u;        // f16 super-scale
 const IQ2_XS_QS: u32 = 2u;       // u16[32]: 9-bit grid index, 7-bit sign index
 const IQ2_XS_SCALES: u32 = 66u;  // [8]: two 4-bit scales per sub-block (groups 0,1 low; 2,3 high)
 
-fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+fn grid_part(base: u32, part: u32) -> GridPart {
     let ib = part >> 2u;
     let l = part & 3u;
     let v = load_u16(base + IQ2_XS_QS + 2u * part);
@@ -19,5 +19,9 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let d = f16_le(base + IQ2_XS_D);
     let db = (d * (0.5 + f32(nib))) * 0.25;
     let g = grid64(IQ2XS_GRID_AT, v & 511u);
-    return grid_signed8(db, g, ksigns_iq2xs((v >> 9u) & 127u));
+    return GridPart(db, g, ksigns_iq2xs((v >> 9u) & 127u));
 }
+
+// dequant8 and the integer path's qpart8 (QPART8_MIN false) read this part: lib/grid_parts.wgsl.
+// Consecutive parts sharing qpart8's d and m, from a multiple of it (one scale per 16 values).
+const QPART8_GROUP: u32 = 2u;

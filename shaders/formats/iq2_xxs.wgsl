@@ -13,7 +13,7 @@ const IQ2_XXS_QS: u32 = 2u;   // 8 bytes per sub-block: four 8-bit grid indices,
 const SUB_BYTES: u32 = 8u;    // qs bytes per sub-block (Rust QS_PER_SUB)
 const SUB_AUX: u32 = 4u;      // `aux` (Rust AUX): u32 LE, four 7-bit sign indices, 4-bit scale
 
-fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+fn grid_part(base: u32, part: u32) -> GridPart {
     let ib = part >> 2u;
     let l = part & 3u;
     let sub = base + IQ2_XXS_QS + SUB_BYTES * ib;
@@ -21,5 +21,9 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let d = f16_le(base + IQ2_XXS_D);
     let db = (d * (0.5 + f32(aux >> 28u))) * 0.25;
     let g = grid64(IQ2XXS_GRID_AT, load_u8(sub + l));
-    return grid_signed8(db, g, ksigns_iq2xs((aux >> (7u * l)) & 127u));
+    return GridPart(db, g, ksigns_iq2xs((aux >> (7u * l)) & 127u));
 }
+
+// dequant8 and the integer path's qpart8 (QPART8_MIN false) read this part: lib/grid_parts.wgsl.
+// Consecutive parts sharing qpart8's d and m, from a multiple of it (one scale per 32 values).
+const QPART8_GROUP: u32 = 4u;

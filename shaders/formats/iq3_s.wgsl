@@ -13,7 +13,7 @@ const IQ3_S_QH: u32 = 66u;       // [8]: 9th index bits, one byte per sub-block
 const IQ3_S_SIGNS: u32 = 74u;    // [32]: explicit 8-bit sign masks
 const IQ3_S_SCALES: u32 = 106u;  // [4]: two 4-bit scales per byte
 
-fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+fn grid_part(base: u32, part: u32) -> GridPart {
     let ib = part >> 2u;
     let l = part & 3u;
     let sc = (load_u8(base + IQ3_S_SCALES + (ib >> 1u)) >> (4u * (ib & 1u))) & 0xFu;
@@ -24,5 +24,9 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let i0 = load_u8(q) | (((qh >> (2u * l)) & 1u) << 8u);
     let i1 = load_u8(q + 1u) | (((qh >> (2u * l + 1u)) & 1u) << 8u);
     let g = vec2<u32>(grid32(IQ3S_GRID_AT, i0), grid32(IQ3S_GRID_AT, i1));
-    return grid_signed8(db, g, load_u8(base + IQ3_S_SIGNS + part));
+    return GridPart(db, g, load_u8(base + IQ3_S_SIGNS + part));
 }
+
+// dequant8 and the integer path's qpart8 (QPART8_MIN false) read this part: lib/grid_parts.wgsl.
+// Consecutive parts sharing qpart8's d and m, from a multiple of it (one scale per 32 values).
+const QPART8_GROUP: u32 = 4u;

@@ -12,7 +12,7 @@ const IQ3_XXS_D: u32 = 0u;                  // f16 super-scale
 const IQ3_XXS_QS: u32 = 2u;                 // [64]: 8-bit grid indices, 8 per sub-block
 const IQ3_XXS_SCALES_AND_SIGNS: u32 = 66u;  // u32 LE per sub-block: 4 x 7-bit sign index, scale
 
-fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
+fn grid_part(base: u32, part: u32) -> GridPart {
     let ib = part >> 2u;
     let l = part & 3u;
     let aux = load_u32(base + IQ3_XXS_SCALES_AND_SIGNS + 4u * ib);
@@ -20,5 +20,9 @@ fn dequant8(base: u32, part: u32) -> array<vec4<u32>, 2> {
     let db = (d * (0.5 + f32(aux >> 28u))) * 0.5;
     let q = base + IQ3_XXS_QS + 2u * part;   // 8 * ib + 2 * l
     let g = vec2<u32>(grid32(IQ3XXS_GRID_AT, load_u8(q)), grid32(IQ3XXS_GRID_AT, load_u8(q + 1u)));
-    return grid_signed8(db, g, ksigns_iq2xs((aux >> (7u * l)) & 127u));
+    return GridPart(db, g, ksigns_iq2xs((aux >> (7u * l)) & 127u));
 }
+
+// dequant8 and the integer path's qpart8 (QPART8_MIN false) read this part: lib/grid_parts.wgsl.
+// Consecutive parts sharing qpart8's d and m, from a multiple of it (one scale per 32 values).
+const QPART8_GROUP: u32 = 4u;

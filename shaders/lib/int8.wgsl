@@ -25,3 +25,13 @@ fn pack_i8(v: vec4<i32>) -> u32 {
     let u = bitcast<vec4<u32>>(v) & vec4<u32>(0xFFu);
     return u.x | (u.y << 8u) | (u.z << 16u) | (u.w << 24u);
 }
+
+// The bytes of `g` (each 1..127) negated where bit j of `s` is set (j < 4; higher bits ignored),
+// as int8 lanes: per byte (g ^ 0xFF) + 1, which carries into no other byte since no byte is 0.
+// The bits reach their bytes by one multiply: s·0x00204081 puts bit j at 8j (and nowhere else
+// a byte's low bit, for s < 16); 0xFF per such byte is (ones << 8) - ones (no 32-bit multiply,
+// a quarter-rate instruction on AMD).
+fn neg_bytes(g: u32, s: u32) -> u32 {
+    let ones = ((s & 15u) * 0x00204081u) & 0x01010101u;
+    return (g ^ ((ones << 8u) - ones)) + ones;
+}

@@ -157,7 +157,7 @@ fn the_policy_picks_the_mapping_and_precision() {
     );
     // A mode no kernel of the format honours runs exact.
     assert_eq!(
-        one(int8, Format::IQ2_XXS, MulOp::MatVec(None), None),
+        one(int8, Format::MXFP4, MulOp::MatVec(None), None),
         (Mapping::Rows(rows), Precision::Exact, false)
     );
     // Matmul is tiled and exact on GPUs.

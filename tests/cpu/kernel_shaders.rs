@@ -42,8 +42,8 @@ fn validate_and_translate(key: &KernelKey) -> Vec<String> {
 /// x reader, reduction and loop at one shape (3 columns, 64 invocations, 2 rows). The factored
 /// sums (`chunk_factored.wgsl`, which only changes what a chunk is): every variant of Q4_K, and
 /// on every format with them each x reader, reduction and loop at 3 columns on one and 64
-/// invocations per row and on that rows shape. The integer path on the rows mapping
-/// (`chunk_int8.wgsl`) as the exact rows mapping: every shape on Q4_K, one elsewhere. Slots of
+/// invocations per row and on that rows shape; the integer path (`matvec_q8.wgsl`,
+/// `chunk_int8.wgsl`) alike. Slots of
 /// 2 and 4 chunks (`MatVec::slot`), a loop around the same decoders: every variant of one column
 /// on Q4_K, the one shape elsewhere. binary16 converted by the device (`MatVec::hw_f16`, one
 /// helper file swapped): every variant of one column on F16, the one shape elsewhere.
@@ -62,7 +62,7 @@ fn keys() -> Vec<KernelKey> {
                 // The same kernels with half_unpack.wgsl in half.wgsl's place.
                 return (k.format == Format::F16 && v.columns == 1) || one_shape;
             }
-            if v.precision == Precision::Factored {
+            if matches!(v.precision, Precision::Factored | Precision::Int8) {
                 return k.format == Format::Q4_K || one_shape;
             }
             if v.slot > 1 {

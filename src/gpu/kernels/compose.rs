@@ -221,8 +221,15 @@ pub const INT_DOT_FORMATS: &[(Format, bool)] = &[
     (Format::Q4_K, true),
     (Format::Q5_K, true),
     (Format::Q6_K, false),
+    (Format::IQ2_XXS, false),
+    (Format::IQ2_XS, false),
+    (Format::IQ3_XXS, false),
+    (Format::IQ1_S, false),
     (Format::IQ4_NL, false),
+    (Format::IQ3_S, false),
+    (Format::IQ2_S, false),
     (Format::IQ4_XS, false),
+    (Format::IQ1_M, false),
     (Format::TQ1_0, false),
     (Format::TQ2_0, false),
     (Format::Q1_0, false),
@@ -361,7 +368,7 @@ mod tests {
         let s = kernel_source(&key).unwrap();
         assert!(s.contains("dot4I8Packed(q.x, x0)") && s.contains("fn w_qpart8("));
         assert_eq!(
-            KernelKey::matvec(Format::IQ2_XXS, 1, 1, false)
+            KernelKey::matvec(Format::MXFP4, 1, 1, false)
                 .with_precision(Precision::Int8)
                 .precision(),
             Precision::Exact
@@ -457,7 +464,7 @@ mod tests {
         let one = KernelKey::matvec(Format::Q4_0, 1, 1, true).with_precision(f);
         assert_eq!(one.with_x_lanes(4), one);
         assert_eq!(
-            KernelKey::matvec(Format::IQ2_XXS, 1, 8, true)
+            KernelKey::matvec(Format::MXFP4, 1, 8, true)
                 .with_precision(f)
                 .precision(),
             Precision::Exact

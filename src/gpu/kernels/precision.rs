@@ -106,9 +106,9 @@ mod tests {
         assert_eq!(h(Factored, Op::MatVec, Format::Q4_K), Factored);
         assert_eq!(h(Factored, Op::MatMul, Format::Q8_0), Factored);
         assert_eq!(h(Int8, Op::MatVec, Format::Q6_K), Int8);
-        // No parts of d·q + m: f32 values, grids, or another kernel.
+        // No parts of d·q + m: f32 values, MXFP4 (no qpart8), or another kernel.
         assert_eq!(h(Factored, Op::MatVec, Format::F16), Exact);
-        assert_eq!(h(Int8, Op::MatVec, Format::IQ2_XXS), Exact);
+        assert_eq!(h(Int8, Op::MatVec, Format::MXFP4), Exact);
         assert_eq!(h(Factored, Op::MatVecId, Format::Q4_K), Exact);
         assert_eq!(h(Factored, Op::GetRows, Format::Q4_K), Exact);
         // x quantised per 32 values.
