@@ -256,9 +256,11 @@ gpu_test!(
         ..EngineOptions::default()
     }
 );
+// At fewer widths, as the factored sums': the same kernel file as 64 threads per row, with the
+// subgroup reduction.
 gpu_test!(
     kernels_precision_int8_subgroup_reduction,
-    modes,
+    modes_narrow,
     options_for = |adapter: &wgpu::Adapter| EngineOptions {
         precision: Precision::Int8,
         matvec: MatVecOptions {
