@@ -15,9 +15,10 @@ fn sub_bytes(w: u32, c: u32) -> u32 {
     return ((w | 0x80808080u) - c) ^ 0x80808080u;
 }
 
-// Bits 0..4 of `b` as bit 0 of bytes 0..4.
+// Bits 0..4 of `b` as bit 0 of bytes 0..4: one multiply, (b & 15)·0x00204081 puts bit j at
+// 8j (and, for b < 16, at no other byte's bit 0).
 fn spread4(b: u32) -> u32 {
-    return (b & 1u) | ((b & 2u) << 7u) | ((b & 4u) << 14u) | ((b & 8u) << 21u);
+    return ((b & 15u) * 0x00204081u) & 0x01010101u;
 }
 
 // Four int8 lanes packed into one word, lane k in byte k.
@@ -28,10 +29,9 @@ fn pack_i8(v: vec4<i32>) -> u32 {
 
 // The bytes of `g` (each 1..127) negated where bit j of `s` is set (j < 4; higher bits ignored),
 // as int8 lanes: per byte (g ^ 0xFF) + 1, which carries into no other byte since no byte is 0.
-// The bits reach their bytes by one multiply: s·0x00204081 puts bit j at 8j (and nowhere else
-// a byte's low bit, for s < 16); 0xFF per such byte is (ones << 8) - ones (no 32-bit multiply,
-// a quarter-rate instruction on AMD).
+// 0xFF per such byte is (ones << 8) - ones (no 32-bit multiply, a quarter-rate instruction on
+// AMD).
 fn neg_bytes(g: u32, s: u32) -> u32 {
-    let ones = ((s & 15u) * 0x00204081u) & 0x01010101u;
+    let ones = spread4(s);
     return (g ^ ((ones << 8u) - ones)) + ones;
 }
