@@ -6,6 +6,7 @@
 //! validates (every family's variants on every format); here, that the check is live, and the
 //! quantiser's ABI. No GPU and no wgpu needed.
 
+use gguf_dequant::gpu::kernels::family::matvec::QUANTIZE_BINDINGS;
 use gguf_dequant::gpu::kernels::params::{ParamField, ParamScalar};
 use gguf_dequant::gpu::kernels::{binding, kernel_source, KernelKey, WORKGROUP_SIZE};
 
@@ -144,7 +145,7 @@ pub(crate) fn check_module(
     }
     got.sort();
     let want: Vec<_> = key
-        .storage_bindings()
+        .bindings()
         .map(|s| {
             (
                 binding::STORAGE_GROUP,
@@ -256,13 +257,11 @@ fn quantizer_abi_matches_the_rust_side() {
         }
     }
     storage.sort();
-    assert_eq!(
-        storage,
-        [
-            (binding::STORAGE_GROUP, binding::X, false),
-            (binding::STORAGE_GROUP, binding::Y, true)
-        ]
-    );
+    let want: Vec<_> = QUANTIZE_BINDINGS
+        .iter()
+        .map(|b| (binding::STORAGE_GROUP, b.binding, b.read_write))
+        .collect();
+    assert_eq!(storage, want);
     let (group, b, ty) = params.expect("a uniform");
     assert_eq!((group, b), (binding::PARAMS_GROUP, binding::PARAMS));
     let naga::TypeInner::Struct { members, span } = &module.types[ty].inner else {

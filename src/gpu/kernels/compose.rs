@@ -6,7 +6,7 @@
 //! exists.
 
 use super::family::{get_rows, matmul, matvec, matvec_id};
-use super::{binding, Op, Precision, StorageBinding, GET_ROWS_VALUES, WORKGROUP_SIZE};
+use super::{binding, Buf, Op, Precision, StorageBinding, GET_ROWS_VALUES, WORKGROUP_SIZE};
 use crate::gpu::decode::{decode_prefixed, DecodeNames, Swaps};
 use crate::{Format, Result};
 
@@ -87,27 +87,21 @@ impl KernelKey {
         out
     }
 
-    /// The group-0 bindings this variant declares: its op's, less the grids for a format
-    /// without them and the vec4 views of x and of the weight where the variant reads a word
-    /// per load.
-    pub fn bindings(&self) -> impl Iterator<Item = u32> + '_ {
+    /// The group-0 storage bindings this variant declares, in binding order: its family's
+    /// ([`Op::bindings`]), less the grids for a format without them and the vec4 views of x
+    /// and of the weight where the variant reads a word per load.
+    pub fn bindings(&self) -> impl Iterator<Item = StorageBinding> + '_ {
         let v = self.matvec_variant();
         self.op()
             .bindings()
             .iter()
             .copied()
-            .filter(move |&b| match b {
-                binding::GRIDS => self.format.binds_grids(),
-                binding::XV => v.is_some_and(|v| v.vec_x),
-                binding::WV => v.is_some_and(|v| v.vec_w),
+            .filter(move |b| match b.buf {
+                Buf::Grids => self.format.binds_grids(),
+                Buf::XV => v.is_some_and(|v| v.vec_x),
+                Buf::WV => v.is_some_and(|v| v.vec_w),
                 _ => true,
             })
-    }
-
-    /// How this variant declares each of its group-0 bindings, in binding order.
-    pub fn storage_bindings(&self) -> impl Iterator<Item = StorageBinding> + '_ {
-        let op = self.op();
-        self.bindings().map(move |b| StorageBinding::of(op, b))
     }
 
     /// The compute entry point.
@@ -182,16 +176,15 @@ pub(super) fn module(format: Format, packer: &str, swaps: Swaps) -> Result<Strin
     decode_prefixed(format, packer, &names, swaps)
 }
 
-/// The grids binding's declaration where `format` reads the grids, else nothing.
-pub(super) fn grids(format: Format) -> String {
-    if format.binds_grids() {
-        format!(
-            "@group({}) @binding({}) var<storage, read> grids: array<u32>;\n",
-            binding::STORAGE_GROUP,
-            binding::GRIDS
-        )
-    } else {
-        String::new()
+/// The grids binding's declaration in `op`'s numbering where `format` reads the grids, else
+/// nothing.
+pub(super) fn grids(format: Format, op: Op) -> String {
+    match StorageBinding::number(op.bindings(), Buf::Grids) {
+        Some(b) if format.binds_grids() => format!(
+            "@group({}) @binding({b}) var<storage, read> grids: array<u32>;\n",
+            binding::STORAGE_GROUP
+        ),
+        _ => String::new(),
     }
 }
 
@@ -200,9 +193,9 @@ pub(super) fn grids(format: Format) -> String {
 pub(super) fn plain_source(format: Format, op: Op, packer: &str) -> Result<String> {
     Ok(format!(
         "{}{}\n{}\n{}\n\n\n\n\n{}\n",
-        grids(format),
+        grids(format, op),
         module(format, packer, Swaps::default())?,
-        one_value8(false),
+        one_value8(None),
         kernel_file!("rows"),
         op.wgsl()
     ))
@@ -249,24 +242,24 @@ pub const fn int_dot_min(format: Format) -> Option<bool> {
 }
 
 /// The WGSL of the integer path's x quantiser (`quantize_q8.wgsl`, entry `quantize_q8`, with
-/// the packing helpers of `shaders/lib/int8.wgsl`): x binding [`binding::X`], the codes and
-/// scales binding [`binding::Y`], [`super::params::QuantizeParams`] in group 1.
+/// the packing helpers of `shaders/lib/int8.wgsl`): its bindings
+/// [`matvec::QUANTIZE_BINDINGS`], [`super::params::QuantizeParams`] in group 1.
 pub fn quantize_source() -> String {
     format!("{}\n{}", lib_file!("int8"), kernel_file!("quantize_q8"))
 }
 
 /// `one_value8`, the reader of rows.wgsl's `chunk8` for a one-value format: the format's
-/// `dequant8` at the chunk's byte, or with `vec_w` ([`matvec::MatVec::vec_w`]) one vec4 load of
-/// the `wv` binding through the format's `dequant8_words` (llvmpipe and SwiftShader pay per
-/// load, and a u32 load there is a loop over the SIMD lanes).
-pub(super) fn one_value8(vec_w: bool) -> String {
-    if !vec_w {
+/// `dequant8` at the chunk's byte, or with `wv`, the number of the weight's vec4 view
+/// ([`matvec::MatVec::vec_w`]), one vec4 load of that binding through the format's
+/// `dequant8_words` (llvmpipe and SwiftShader pay per load, and a u32 load there is a loop over
+/// the SIMD lanes).
+pub(super) fn one_value8(wv: Option<u32>) -> String {
+    let Some(wv) = wv else {
         return "fn one_value8(byte: u32) -> array<vec4<u32>, 2> {\n    return w_dequant8(byte, 0u);\n}\n".into();
-    }
+    };
     format!(
-        "@group({}) @binding({}) var<storage, read> wv: array<vec4<u32>>;\n\n// The 8 values at byte `byte` (a multiple of 16) of the weight.\nfn one_value8(byte: u32) -> array<vec4<u32>, 2> {{\n    return w_dequant8_words(wv[byte / 16u]);\n}}\n",
-        binding::STORAGE_GROUP,
-        binding::WV
+        "@group({}) @binding({wv}) var<storage, read> wv: array<vec4<u32>>;\n\n// The 8 values at byte `byte` (a multiple of 16) of the weight.\nfn one_value8(byte: u32) -> array<vec4<u32>, 2> {{\n    return w_dequant8_words(wv[byte / 16u]);\n}}\n",
+        binding::STORAGE_GROUP
     )
 }
 
@@ -362,8 +355,8 @@ mod tests {
         let key = KernelKey::matvec(Format::Q4_K, 2, 8, true).with_precision(Precision::Int8);
         assert!(key.precision() == Precision::Int8 && !key.matvec_variant().unwrap().vec_x);
         assert_eq!(
-            key.bindings().collect::<Vec<_>>(),
-            [binding::W, binding::X, binding::Y]
+            key.bindings().map(|b| b.buf).collect::<Vec<_>>(),
+            [Buf::W, Buf::X, Buf::Y]
         );
         let s = kernel_source(&key).unwrap();
         assert!(s.contains("dot4I8Packed(q.x, x0)") && s.contains("fn w_qpart8("));
@@ -475,25 +468,36 @@ mod tests {
 
     #[test]
     fn bindings_follow_the_variant() {
-        let b = |k: KernelKey| k.bindings().collect::<Vec<_>>();
-        use binding::*;
+        let b = |k: KernelKey| k.bindings().map(|b| b.buf).collect::<Vec<_>>();
+        use Buf::*;
         assert_eq!(b(KernelKey::matvec(Format::Q4_0, 1, 1, false)), [W, X, Y]);
         assert_eq!(
             b(KernelKey::matvec(Format::IQ2_XXS, 1, 1, true)),
-            [W, X, Y, GRIDS, XV]
+            [W, X, Y, Grids, XV]
         );
         assert_eq!(
             b(KernelKey::get_rows(Format::Q4_K, DType::F16)),
-            [W, Y, IDS]
+            [W, Y, Ids]
         );
         assert_eq!(
             b(KernelKey::matvec_id(Format::IQ1_S, 64, false)),
-            [W, X, Y, IDS, GRIDS]
+            [W, X, Y, Ids, Grids]
         );
         assert_eq!(
             b(KernelKey::matvec(Format::BF16, 2, 1, true).with_vec_w(true)),
             [W, X, Y, XV, WV]
         );
+        // Each family numbers its own, in binding order, each number and buffer once.
+        for &op in Op::ALL {
+            let t = op.bindings();
+            assert!(t.windows(2).all(|p| p[0].binding < p[1].binding), "{op}");
+            for (i, x) in t.iter().enumerate() {
+                assert!(t[..i].iter().all(|y| y.buf != x.buf), "{op}");
+                assert_eq!(StorageBinding::number(t, x.buf), Some(x.binding));
+                assert_eq!(x.read_write, x.buf == Y, "{op}");
+            }
+        }
+        assert_eq!(StorageBinding::number(Op::GetRows.bindings(), Buf::X), None);
         // Only F16 and BF16 have the four-word reader.
         assert!(!mv(KernelKey::matvec(Format::F32, 1, 1, true).with_vec_w(true)).vec_w);
         let matmul = KernelKey::matmul(Format::F16);

@@ -8,8 +8,7 @@ use super::family::matvec_id::{plan_matvec_id, MatVecIdCall};
 use super::params::QuantizeParams;
 use super::plan::{extent, invalid, shape, Span};
 use super::record::Bind;
-use super::{binding, Extent, GetRowsJob, Mapping, MatVecIdJob, MulMatJob, Recorder};
-use crate::gpu::kernels::layout::Layout;
+use super::{Buf, Extent, GetRowsJob, KernelKey, Mapping, MatVecIdJob, MulMatJob, Recorder};
 use crate::gpu::GpuError;
 use crate::Result;
 
@@ -138,16 +137,16 @@ impl Recorder {
             for d in &group.dispatches {
                 let run = &plan.runs[d.run];
                 let w = &t.parts[run.part].buffer;
-                let binds = operands(&layout, |b| match b {
-                    binding::W | binding::WV => Some(Bind {
+                let binds = operands(&group.key, |b| match b {
+                    Buf::W | Buf::WV => Some(Bind {
                         buffer: w,
                         offset: run.offset,
                         size: run.size,
                     }),
-                    binding::X | binding::XV => Some(x),
-                    binding::Y => Some(Bind::span(job.y.buffer, d.y)),
-                    binding::GRIDS => Some(grids(&set.tables)),
-                    _ => None,
+                    Buf::X | Buf::XV => Some(x),
+                    Buf::Y => Some(Bind::span(job.y.buffer, d.y)),
+                    Buf::Grids => Some(grids(&set.tables)),
+                    Buf::Ids => None,
                 })?;
                 self.record(pass, &pipeline, &layout, &binds, d.params.bytes(), d.grid)?;
             }
@@ -220,16 +219,16 @@ impl Recorder {
             };
             for d in &win.dispatches {
                 let run = &plan.runs[d.run];
-                let binds = operands(&layout, |b| match b {
-                    binding::W => Some(Bind {
+                let binds = operands(&plan.key, |b| match b {
+                    Buf::W => Some(Bind {
                         buffer: &t.parts[run.part].buffer,
                         offset: run.offset,
                         size: run.size,
                     }),
-                    binding::Y => Some(out),
-                    binding::IDS => Some(Bind::span(job.ids.buffer, win.ids)),
-                    binding::GRIDS => Some(grids(&set.tables)),
-                    _ => None,
+                    Buf::Y => Some(out),
+                    Buf::Ids => Some(Bind::span(job.ids.buffer, win.ids)),
+                    Buf::Grids => Some(grids(&set.tables)),
+                    Buf::WV | Buf::X | Buf::XV => None,
                 })?;
                 let grid = (win.grid.0, win.grid.1, 1);
                 self.record(
@@ -271,17 +270,16 @@ impl Recorder {
         for win in &plan.windows {
             for (i, p) in &win.dispatches {
                 let run = &plan.runs[*i];
-                let binds = operands(&layout, |b| match b {
-                    binding::W | binding::WV => Some(Bind {
+                let binds = operands(&plan.key, |b| match b {
+                    Buf::W | Buf::WV => Some(Bind {
                         buffer: &t.parts[run.part].buffer,
                         offset: run.offset,
                         size: run.size,
                     }),
-                    binding::X | binding::XV => Some(Bind::span(job.x.buffer, plan.x)),
-                    binding::Y => Some(Bind::span(job.y.buffer, win.y)),
-                    binding::IDS => Some(Bind::span(job.ids.buffer, win.ids)),
-                    binding::GRIDS => Some(grids(&set.tables)),
-                    _ => None,
+                    Buf::X | Buf::XV => Some(Bind::span(job.x.buffer, plan.x)),
+                    Buf::Y => Some(Bind::span(job.y.buffer, win.y)),
+                    Buf::Ids => Some(Bind::span(job.ids.buffer, win.ids)),
+                    Buf::Grids => Some(grids(&set.tables)),
                 })?;
                 self.record(
                     pass,
@@ -316,13 +314,14 @@ fn grids(tables: &wgpu::Buffer) -> Bind<'_> {
     }
 }
 
-/// The buffers of `layout`'s bindings in order, from `of` (binding number → buffer run).
-fn operands<'a>(layout: &Layout, of: impl Fn(u32) -> Option<Bind<'a>>) -> Result<Vec<Bind<'a>>> {
-    layout
-        .bindings
-        .iter()
-        .map(|&(b, _)| {
-            of(b).ok_or_else(|| GpuError::Invariant(format!("no buffer for binding {b}")).into())
+/// The buffers of `key`'s bindings in binding order (its layout's), from `of` (what a binding
+/// holds → its buffer run).
+fn operands<'a>(key: &KernelKey, of: impl Fn(Buf) -> Option<Bind<'a>>) -> Result<Vec<Bind<'a>>> {
+    key.bindings()
+        .map(|b| {
+            of(b.buf).ok_or_else(|| {
+                GpuError::Invariant(format!("{key}: no buffer for its {:?} binding", b.buf)).into()
+            })
         })
         .collect()
 }

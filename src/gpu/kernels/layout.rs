@@ -1,11 +1,12 @@
 //! The kernels' shared state on one device: explicit bind-group layouts (group 0: the storage
-//! buffers of [`binding`]; group 1: the `Params` uniform with a dynamic offset), the pipelines
+//! buffers each family numbers ([`super::StorageBinding`]); group 1: the `Params` uniform with a dynamic offset), the pipelines
 //! compiled so far, and engines' own kernels ([`Program`]) on the same layouts' terms.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::family::matvec::QUANTIZE_BINDINGS;
 use super::params::MAX_PARAMS_BYTES;
 use super::{
     binding, kernel_source, quantize_source, KernelKey, MappingKey, Op, Plan, StorageBinding,
@@ -207,15 +208,12 @@ impl KernelSet {
 
     /// The layout of `key`'s bindings, made on first use.
     pub(crate) fn layout(&self, key: &KernelKey) -> Result<Arc<Layout>> {
-        let mask = key.bindings().fold(0u32, |m, b| m | 1 << b);
+        let mask = key.bindings().fold(0u32, |m, b| m | 1 << b.binding);
         let lock = || self.layouts.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(l) = lock().get(&(key.op(), mask)) {
             return Ok(l.clone());
         }
-        let bindings = key
-            .storage_bindings()
-            .map(|b| (b.binding, b.into()))
-            .collect();
+        let bindings = key.bindings().map(|b| (b.binding, b.into())).collect();
         let layout = Arc::new(self.make_layout(&format!("gguf-dequant {}", key.op()), bindings)?);
         Ok(lock().entry((key.op(), mask)).or_insert(layout).clone())
     }
@@ -250,22 +248,10 @@ impl KernelSet {
             return Ok(p.clone());
         }
         let label = "gguf-dequant quantize_q8";
-        let read = |binding| StorageBinding {
-            binding,
-            read_write: false,
-            element_bytes: 4,
-        };
-        let bindings = vec![
-            (binding::X, read(binding::X).into()),
-            (
-                binding::Y,
-                StorageBinding {
-                    read_write: true,
-                    ..read(binding::Y)
-                }
-                .into(),
-            ),
-        ];
+        let bindings = QUANTIZE_BINDINGS
+            .iter()
+            .map(|&b| (b.binding, b.into()))
+            .collect();
         let layout = Arc::new(self.make_layout(label, bindings)?);
         let pipeline = compile(
             &self.device,

@@ -17,17 +17,18 @@
 //! # The registry
 //!
 //! One line per kernel in `for_each_kernel!`: its [`Op`], name, WGSL file, [`params`] struct,
-//! bindings, the inputs it takes ([`Inputs`]) and a summary. [`Op`], its names (the command
-//! line's `apply --op`, `verify --op` and `bench --kernels` values) and the bench's rows are
-//! expanded from it; adding a weight kernel is one line there, one file in `shaders/kernels/`,
+//! family (whose file numbers its bindings), the inputs it takes ([`Inputs`]) and a summary.
+//! [`Op`], its names (the command line's `apply --op`, `verify --op` and `bench --kernels`
+//! values) and the bench's rows are expanded from it; adding a weight kernel is one line there, one file in `shaders/kernels/`,
 //! its recording in `record.rs` and its CPU reference in [`crate::ops`].
 //!
 //! # The ABI, checked without a GPU
 //!
 //! * [`params`]: each kernel's uniform `Params` as a `#[repr(C)]` bytemuck struct.
-//! * [`binding`]: the binding numbers every kernel shader and bind-group layout use: the
-//!   storage buffers in group 0, the `Params` uniform in group 1 (bound with a dynamic offset
-//!   into the recording's one uniform buffer).
+//! * [`binding`]: the groups every kernel shader and bind-group layout use: the storage
+//!   buffers in group 0, numbered by each family ([`StorageBinding`], [`Buf`]: `BINDINGS` in
+//!   the family's file), the `Params` uniform in group 1 (bound with a dynamic offset into the
+//!   recording's one uniform buffer).
 //! * [`KernelKey`] and [`kernel_source`]: the composed WGSL of every variant the engine can
 //!   compile (format, columns, threads per row, vec4 x, output dtype); [`KernelKey::all`] lists
 //!   them.
@@ -139,7 +140,8 @@ pub const WORKGROUP_SIZE: u32 = 64;
 /// Output values each `get_rows` invocation writes (`VALUES` in `get_rows.wgsl`).
 pub const GET_ROWS_VALUES: u32 = 8;
 
-/// The binding numbers of the kernel shaders and their bind-group layouts.
+/// The bind groups of the kernel shaders and their layouts. The storage bindings' numbers are
+/// each family's own ([`StorageBinding`]: `BINDINGS` in the family's file).
 pub mod binding {
     /// Group of the storage buffers.
     pub const STORAGE_GROUP: u32 = 0;
@@ -147,27 +149,35 @@ pub mod binding {
     pub const PARAMS_GROUP: u32 = 1;
     /// `params: Params` in [`PARAMS_GROUP`], bound with a dynamic offset.
     pub const PARAMS: u32 = 0;
-    /// `w: array<u32>`: the weight's raw blocks (one run of whole rows).
-    pub const W: u32 = 0;
-    /// `x: array<f32>`: the input columns.
-    pub const X: u32 = 1;
-    /// `y: array<f32>` (get_rows: `dst: array<vec4<u32>>`): the output (read-write).
-    pub const Y: u32 = 2;
-    /// `ids: array<u32>`: row or expert ids.
-    pub const IDS: u32 = 3;
-    /// `grids: array<u32>`: the i-quant grids of [`crate::gpu::tables`] (formats that read them).
-    pub const GRIDS: u32 = 4;
-    /// `xv: array<vec4<f32>>`: the x binding again, read four values per load (vec4 variants).
-    pub const XV: u32 = 5;
-    /// `wv: array<vec4<u32>>`: the weight binding again, read four words per load (F16 and
-    /// BF16 rows of whole 16-byte chunks: [`super::MatVec::vec_w`]).
-    pub const WV: u32 = 6;
 }
 
-/// How a kernel declares one of its group-0 storage bindings.
+/// What a kernel's group-0 storage binding holds; the recorder binds each by what it holds,
+/// and each family numbers its own ([`StorageBinding`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Buf {
+    /// `w: array<u32>`: the weight's raw blocks (one run of whole rows).
+    W,
+    /// `wv: array<vec4<u32>>`: the weight binding again, read four words per load (F16 and
+    /// BF16 rows of whole 16-byte chunks: [`MatVec::vec_w`]).
+    WV,
+    /// `x`: the input columns (f32, or the integer path's codes and scales).
+    X,
+    /// `xv: array<vec4<f32>>`: the x binding again, read four values per load (vec4 variants).
+    XV,
+    /// The output (read-write): `y: array<f32>`, get_rows' `dst: array<vec4<u32>>`.
+    Y,
+    /// `ids: array<u32>`: row or expert ids.
+    Ids,
+    /// `grids: array<u32>`: the i-quant grids of [`crate::gpu::tables`] (formats that read them).
+    Grids,
+}
+
+/// How a kernel declares one of its group-0 storage bindings: a row of its family's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct StorageBinding {
-    /// The binding number ([`binding`]).
+    /// What it holds.
+    pub buf: Buf,
+    /// The binding number, in the family's own numbering.
     pub binding: u32,
     /// `read_write` (the output) rather than `read`.
     pub read_write: bool,
@@ -176,19 +186,36 @@ pub struct StorageBinding {
 }
 
 impl StorageBinding {
-    /// How `op` declares binding `b`.
-    pub const fn of(op: Op, b: u32) -> StorageBinding {
-        let (read_write, element_bytes) = match b {
-            binding::Y if matches!(op, Op::GetRows) => (true, 16),
-            binding::Y => (true, 4),
-            binding::XV | binding::WV => (false, 16),
-            _ => (false, 4),
-        };
+    /// A read-only binding of `buf` at `binding`, `element_bytes` per element.
+    pub const fn read(buf: Buf, binding: u32, element_bytes: u64) -> StorageBinding {
         StorageBinding {
-            binding: b,
-            read_write,
+            buf,
+            binding,
+            read_write: false,
             element_bytes,
         }
+    }
+
+    /// The read-write output at `binding`, `element_bytes` per element.
+    pub const fn out(binding: u32, element_bytes: u64) -> StorageBinding {
+        StorageBinding {
+            buf: Buf::Y,
+            binding,
+            read_write: true,
+            element_bytes,
+        }
+    }
+
+    /// The number of `buf` in `table`, where it has one.
+    pub const fn number(table: &[StorageBinding], buf: Buf) -> Option<u32> {
+        let mut i = 0;
+        while i < table.len() {
+            if table[i].buf as u8 == buf as u8 {
+                return Some(table[i].binding);
+            }
+            i += 1;
+        }
+        None
     }
 }
 
@@ -242,25 +269,26 @@ impl Input<'_> {
 }
 
 /// The registry of kernels: one line each, `(Op variant, name, WGSL file stem under
-/// `shaders/kernels/`, params struct, group-0 bindings, inputs, summary)`. The entry point is
+/// `shaders/kernels/`, params struct, family (whose `BINDINGS` are its group-0 bindings), inputs,
+/// summary)`. The entry point is
 /// the name. Every item that lists kernels is expanded from here.
 macro_rules! for_each_kernel {
     ($m:ident) => {
         $m! {
-            (GetRows, "get_rows", get_rows, GetRowsParams, [W, Y, IDS, GRIDS], Ids,
+            (GetRows, "get_rows", get_rows, GetRowsParams, get_rows, Ids,
              "rows of the weight by id (the embedding lookup), bit-exact, as f32, f16 or bf16"),
-            (MatVec, "matvec", matvec, MatVecParams, [W, X, Y, GRIDS, XV, WV], X,
+            (MatVec, "matvec", matvec, MatVecParams, matvec, X,
              "Y = W X for 1 to 8 columns per dispatch (token generation)"),
-            (MatMul, "matmul", matmul, MatMulParams, [W, X, Y, GRIDS], X,
+            (MatMul, "matmul", matmul, MatMulParams, matmul, X,
              "Y = W X for any number of columns, tiled (prompt batches)"),
-            (MatVecId, "matvec_id", matvec, MatVecParams, [W, X, Y, IDS, GRIDS, XV, WV], XIds,
+            (MatVecId, "matvec_id", matvec, MatVecParams, matvec_id, XIds,
              "ggml's MUL_MAT_ID: per token and slot, the rows of the expert its id names"),
         }
     };
 }
 
 macro_rules! ops {
-    ($(($op:ident, $name:literal, $file:ident, $params:ident, [$($b:ident),*], $inputs:ident, $summary:literal)),* $(,)?) => {
+    ($(($op:ident, $name:literal, $file:ident, $params:ident, $family:ident, $inputs:ident, $summary:literal)),* $(,)?) => {
         /// A kernel of the registry (`for_each_kernel!`).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Op {
@@ -292,11 +320,11 @@ macro_rules! ops {
                 }
             }
 
-            /// Its group-0 bindings (the weight, operands, the grids and the vec4 view of x where
-            /// it reads them), in binding order.
-            pub const fn bindings(self) -> &'static [u32] {
+            /// Its group-0 storage bindings, its family's table (`BINDINGS` in
+            /// [`family`]): every binding one of its variants may declare, in binding order.
+            pub const fn bindings(self) -> &'static [StorageBinding] {
                 match self {
-                    $(Op::$op => &[$(binding::$b),*],)*
+                    $(Op::$op => family::$family::BINDINGS,)*
                 }
             }
 

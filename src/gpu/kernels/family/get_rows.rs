@@ -7,9 +7,18 @@ use super::super::params::GetRowsParams;
 use super::super::plan::{
     invalid, row_runs, span_of, Extent, Plan, RowRun, Shape, Span, WeightLayout,
 };
-use super::super::{KernelKey, Op, Variant, GET_ROWS_VALUES, WORKGROUP_SIZE};
+use super::super::{Buf, KernelKey, Op, StorageBinding, Variant, GET_ROWS_VALUES, WORKGROUP_SIZE};
 use crate::gpu::{windows, GpuError};
 use crate::{DType, Format, Result};
+
+/// get_rows' group-0 bindings (`shaders/kernels/get_rows.wgsl`): the weight, the packed output
+/// rows, the ids, the grids (formats that read them).
+pub const BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read(Buf::W, 0, 4),
+    StorageBinding::out(2, 16),
+    StorageBinding::read(Buf::Ids, 3, 4),
+    StorageBinding::read(Buf::Grids, 4, 4),
+];
 
 /// A get_rows kernel's variant: the output dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

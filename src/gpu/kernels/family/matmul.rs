@@ -7,9 +7,18 @@
 use super::super::compose;
 use super::super::params::MatMulParams;
 use super::super::plan::{RowRun, Shape, Span};
-use super::super::{KernelKey, Op, Variant, MATMUL_TILE};
+use super::super::{Buf, KernelKey, Op, StorageBinding, Variant, MATMUL_TILE};
 use super::matvec::MulParams;
 use crate::{Format, Result};
+
+/// matmul's group-0 bindings (`shaders/kernels/matmul.wgsl`): the weight, x, y, the grids
+/// (formats that read them).
+pub const BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read(Buf::W, 0, 4),
+    StorageBinding::read(Buf::X, 1, 4),
+    StorageBinding::out(2, 4),
+    StorageBinding::read(Buf::Grids, 4, 4),
+];
 
 /// The tiled matmul's variant: one today (a [`MATMUL_TILE`]² tile on
 /// [`WORKGROUP_SIZE`](super::super::WORKGROUP_SIZE) invocations).

@@ -13,13 +13,40 @@ use super::super::plan::{
     WeightLayout,
 };
 use super::super::{
-    binding, int_dot_min, KernelKey, Op, Precision, Variant, MATMUL_CPU_COLUMNS, MATMUL_TILE,
-    MATVEC_MAX_BATCH, WORKGROUP_SIZE,
+    binding, int_dot_min, Buf, KernelKey, Op, Precision, StorageBinding, Variant,
+    MATMUL_CPU_COLUMNS, MATMUL_TILE, MATVEC_MAX_BATCH, WORKGROUP_SIZE,
 };
 use super::matmul;
 use crate::gpu::decode::{uses_lookup, Swaps};
 use crate::gpu::{windows, GpuError};
 use crate::{Format, Result};
+
+/// matvec's group-0 bindings (`shaders/kernels/matvec_io.wgsl` and the pieces composed with
+/// it): the weight, x (f32, or the integer path's codes), y, the grids (formats that read
+/// them), x as vec4 ([`MatVec::vec_x`]) and the weight as vec4 ([`MatVec::vec_w`]).
+pub const BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read(Buf::W, 0, 4),
+    StorageBinding::read(Buf::X, 1, 4),
+    StorageBinding::out(2, 4),
+    StorageBinding::read(Buf::Grids, 4, 4),
+    StorageBinding::read(Buf::XV, 5, 16),
+    StorageBinding::read(Buf::WV, 6, 16),
+];
+
+/// The integer path's x quantiser's group-0 bindings (`shaders/kernels/quantize_q8.wgsl`): x,
+/// and the codes, scales and sums it writes.
+pub const QUANTIZE_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read(Buf::X, 1, 4),
+    StorageBinding::out(2, 4),
+];
+
+/// The number matvec's kernels bind `buf` at.
+const fn number(buf: Buf) -> u32 {
+    match StorageBinding::number(BINDINGS, buf) {
+        Some(b) => b,
+        None => panic!("matvec binds it"),
+    }
+}
 
 /// The invocations per matvec row the engine can use ([`MatVecOptions::threads`]):
 /// the powers of two up to the workgroup.
@@ -874,7 +901,7 @@ pub(in crate::gpu::kernels) fn source(format: Format, op: Op, v: &MatVec) -> Res
             v.columns, v.threads, v.unroll
         )
     };
-    let grids = compose::grids(format);
+    let grids = compose::grids(format, op);
     let x8 = if v.x_lanes > 1 {
         x_shared(v)
     } else if v.vec_x {
@@ -899,14 +926,14 @@ pub(in crate::gpu::kernels) fn source(format: Format, op: Op, v: &MatVec) -> Res
     };
     // The matvec kernels' Params and bindings.
     let io = kernel_file!("matvec_io");
-    let one_value8 = compose::one_value8(v.vec_w);
+    let one_value8 = compose::one_value8(v.vec_w.then_some(number(Buf::WV)));
     if v.rows > 0 {
         // The chunk of the precision and the x binding and reader it reads (chunk_int8.wgsl
         // brings its own: x's codes; the classic mapping's f32 x is in row_dot.wgsl).
         let x_f32 = format!(
             "@group({}) @binding({}) var<storage, read> x: array<f32>;\n\n",
             binding::STORAGE_GROUP,
-            binding::X
+            number(Buf::X)
         );
         let (chunks, x8) = match v.precision {
             Precision::Int8 => (kernel_file!("chunk_int8"), String::new()),
@@ -1070,7 +1097,7 @@ fn x_shared(v: &MatVec) -> String {
         format!(
             "@group({}) @binding({}) var<storage, read> xv: array<vec4<f32>>;\n",
             binding::STORAGE_GROUP,
-            binding::XV
+            number(Buf::XV)
         )
     } else {
         String::new()

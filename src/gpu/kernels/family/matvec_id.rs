@@ -6,10 +6,25 @@ use super::super::params::MatVecParams;
 use super::super::plan::{
     aligned_rows, invalid, row_runs, span_of, Extent, Plan, RowRun, Shape, Span, WeightLayout,
 };
-use super::super::{KernelKey, Variant, MATVEC_THREADS, WORKGROUP_SIZE};
-use super::matvec::{push_matvec, MatVec};
+use super::super::{Buf, KernelKey, StorageBinding, Variant, MATVEC_THREADS, WORKGROUP_SIZE};
+use super::matvec::{self, push_matvec, MatVec};
 use crate::gpu::{windows, GpuError};
 use crate::{Format, Result};
+
+/// matvec_id's group-0 bindings: matvec's ([`matvec::BINDINGS`], the same WGSL) and the ids
+/// (`shaders/kernels/matvec.wgsl`'s `ids`), in binding order.
+pub const BINDINGS: &[StorageBinding] = {
+    let m = matvec::BINDINGS;
+    &[
+        m[0],
+        m[1],
+        m[2],
+        StorageBinding::read(Buf::Ids, 3, 4),
+        m[3],
+        m[4],
+        m[5],
+    ]
+};
 
 impl KernelKey {
     /// matvec_id, `threads` invocations per row.

@@ -1,7 +1,8 @@
 //! The kernel families, one file each: its variant type (an arm of [`Variant`](super::Variant):
 //! [`get_rows::GetRows`], [`matvec::MatVec`] (matvec_id's too), [`matmul::MatMul`]), its
 //! constructors and rules on [`KernelKey`](super::KernelKey), the variants it compiles (`keys`),
-//! its WGSL composition (`source`) and its dispatch plan, pure (no wgpu). A new variant of a
+//! its group-0 bindings (`BINDINGS`, numbered by the family), its WGSL composition (`source`)
+//! and its dispatch plan, pure (no wgpu). A new variant of a
 //! family is a field of its type (with its default, its rule and its name in the type's
 //! `Display`), its WGSL and its plan, in that family's file; [`KernelKey::all`](super::KernelKey::all),
 //! [`super::kernel_source`], the ABI and shader-validation tests and the recorder reach it through
